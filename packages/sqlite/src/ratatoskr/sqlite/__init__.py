@@ -1,1 +1,64 @@
-"""Placeholder; filled in by its issue."""
+"""The SQLite machinery every ratatoskr plane shares.
+
+One driver (apsw, bundling SQLite with extension loading), sqlite-vec loading,
+the house pragmas (WAL, busy timeout, synchronous=FULL), append-only migrations
+with a version table, fixed per-file settings, the idempotency ledger, the
+at-rest JSON codec and typed, content-free storage errors.
+"""
+
+from ratatoskr.sqlite import codec
+from ratatoskr.sqlite.database import (
+    Database,
+    DatabaseReport,
+    MetaSetting,
+    inspect_database,
+    same_file,
+)
+from ratatoskr.sqlite.driver import (
+    MEMORY_PATH,
+    ConnectionOptions,
+    connect,
+    driver_versions,
+    load_sqlite_vec,
+    sqlite_vec_version,
+    translate_errors,
+)
+from ratatoskr.sqlite.errors import (
+    SchemaMismatch,
+    SchemaTooNew,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    StorageUnavailable,
+)
+from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry
+from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
+
+__all__ = [
+    "MEMORY_PATH",
+    "ConnectionOptions",
+    "Database",
+    "DatabaseReport",
+    "IdempotencyLedger",
+    "LedgerEntry",
+    "MetaSetting",
+    "Migration",
+    "SchemaMismatch",
+    "SchemaTooNew",
+    "StorageCorrupt",
+    "StorageError",
+    "StorageFull",
+    "StorageReadOnly",
+    "StorageUnavailable",
+    "codec",
+    "connect",
+    "driver_versions",
+    "inspect_database",
+    "load_sqlite_vec",
+    "read_meta",
+    "same_file",
+    "schema_version",
+    "sqlite_vec_version",
+    "translate_errors",
+]

@@ -1,0 +1,203 @@
+"""A plane's database: one writer connection, per-thread readers, migrations at open.
+
+Planes run store calls in a worker-thread pool, so a connection must be usable
+off the thread that created it, and transactions must not interleave. Writes
+therefore go through one connection guarded by a lock and always start with
+``BEGIN IMMEDIATE`` (a deferred transaction that later upgrades to a writer can
+fail with "database is locked" without waiting); reads use a connection of
+their own thread, so in WAL mode they never wait for a writer. An in-memory
+database exists only inside its one connection, so there every call shares it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import apsw
+from ratatoskr.sqlite.driver import MEMORY_PATH, ConnectionOptions, connect, translate_errors
+from ratatoskr.sqlite.errors import SchemaMismatch, StorageUnavailable
+from ratatoskr.sqlite.migrations import (
+    Migration,
+    apply_migrations,
+    ensure_meta,
+    read_meta,
+    schema_version,
+)
+
+
+@dataclass(frozen=True)
+class MetaSetting:
+    """A setting fixed when the file is created (``setting`` is the name users know it by)."""
+
+    value: str
+    setting: str
+
+
+class Database:
+    """The open database of one plane."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        plane: str,
+        migrations: Sequence[Migration],
+        meta: Mapping[str, MetaSetting] | None = None,
+        options: ConnectionOptions | None = None,
+    ) -> None:
+        """Open (creating if needed) and migrate ``path``.
+
+        Raises StorageUnavailable when the directory is missing, SchemaMismatch when
+        a fixed setting differs from the file's (the file is left untouched), and the
+        other StorageError types for unreadable, corrupt or read-only files.
+        """
+        self.path = path
+        self.plane = plane
+        self.options = options or ConnectionOptions()
+        self.is_memory = path == MEMORY_PATH
+        if not self.is_memory:
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise StorageUnavailable("database directory does not exist")
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self._writer = connect(path, self.options)
+        try:
+            with self.write() as conn:
+                for key, wanted in (meta or {}).items():
+                    stored = read_meta(conn, key)
+                    if stored is not None and stored != wanted.value:
+                        raise SchemaMismatch(wanted.setting, stored, wanted.value)
+                apply_migrations(conn, plane, migrations)
+                for key, wanted in (meta or {}).items():
+                    ensure_meta(conn, key, wanted.value, setting=wanted.setting)
+        except BaseException:
+            self._writer.close()
+            raise
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """A write transaction: committed when the block ends, rolled back on any error."""
+        with self._lock:
+            self._check_open()
+            conn = self._writer
+            with translate_errors():
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if not conn.get_autocommit():
+                        conn.execute("ROLLBACK")
+                    raise
+                try:
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if not conn.get_autocommit():
+                        conn.execute("ROLLBACK")
+                    raise
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[apsw.Connection]:
+        """A read transaction: one consistent snapshot for the whole block."""
+        if self.is_memory:
+            with self._lock:
+                self._check_open()
+                with translate_errors():
+                    yield self._writer
+            return
+        conn = self._reader()
+        with translate_errors():
+            if not conn.get_autocommit():  # nested read in the same thread: reuse the snapshot
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if not conn.get_autocommit():
+                    conn.execute("COMMIT")
+
+    def _reader(self) -> apsw.Connection:
+        self._check_open()
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, self.options)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageUnavailable("database is closed")
+
+    def schema_version(self) -> int:
+        """The plane's applied schema version."""
+        with self.read() as conn:
+            return schema_version(conn, self.plane)
+
+    def close(self) -> None:
+        """Close every connection; later calls raise StorageUnavailable. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with self._readers_lock:
+                readers, self._readers = self._readers, []
+            for conn in readers:
+                conn.close()
+            self._writer.close()
+
+
+@dataclass
+class DatabaseReport:
+    """What `doctor` learns about a database file without changing it."""
+
+    path: str
+    exists: bool
+    schema_version: int = 0
+    meta: dict[str, str] = field(default_factory=dict)
+    integrity: str = "not checked"
+
+
+def inspect_database(
+    path: str, *, plane: str, keys: Sequence[str] = (), quick: bool = True
+) -> DatabaseReport:
+    """Read-only look at ``path``: schema version, fixed settings and an integrity check.
+
+    Never creates the file. Raises StorageError subclasses for unreadable files.
+    """
+    if not os.path.exists(path):
+        return DatabaseReport(path=path, exists=False)
+    conn = connect(path, ConnectionOptions(readonly=True, load_vec=True))
+    try:
+        with translate_errors():
+            check = "quick_check" if quick else "integrity_check"
+            rows = conn.execute(f"PRAGMA {check}").fetchall()
+            integrity = "ok" if rows == [("ok",)] else "damaged"
+            meta = {k: v for k in keys if (v := read_meta(conn, k)) is not None}
+            return DatabaseReport(
+                path=path,
+                exists=True,
+                schema_version=schema_version(conn, plane),
+                meta=meta,
+                integrity=integrity,
+            )
+    finally:
+        conn.close()
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two configured paths name the same database file (``:memory:`` never does)."""
+    if MEMORY_PATH in (a, b):
+        return False
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)

@@ -1,0 +1,127 @@
+"""Connections: the bundled-SQLite driver (apsw), sqlite-vec loading and pragmas.
+
+The standard library's sqlite3 cannot load extensions on many Python builds
+(pyenv, python.org, macOS), so every plane goes through apsw, which bundles a
+current SQLite with extension loading on every platform it ships wheels for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import apsw
+import sqlite_vec
+from ratatoskr.sqlite.errors import (
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    StorageUnavailable,
+)
+
+MEMORY_PATH = ":memory:"
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """Per-connection settings; the defaults favour never losing an acknowledged write."""
+
+    busy_timeout_ms: int = 10_000
+    # FULL fsyncs the WAL at every commit: an acknowledged write survives power loss,
+    # not only a process crash.
+    synchronous: str = "FULL"
+    mmap_size: int = 256 * 1024 * 1024
+    load_vec: bool = False
+    readonly: bool = False
+    max_page_count: int | None = None
+
+
+def driver_versions() -> dict[str, str]:
+    """Versions of the driver and the SQLite it bundles (for `doctor` and bug reports)."""
+    return {"apsw": apsw.apsw_version(), "sqlite": apsw.sqlite_lib_version()}
+
+
+def sqlite_vec_version() -> str:
+    """Load sqlite-vec into a scratch connection and report its version."""
+    conn = apsw.Connection(MEMORY_PATH)
+    try:
+        load_sqlite_vec(conn)
+        return str(conn.execute("SELECT vec_version()").fetchall()[0][0])
+    finally:
+        conn.close()
+
+
+def load_sqlite_vec(conn: apsw.Connection) -> None:
+    """Load the sqlite-vec extension into ``conn``, then switch extension loading off again."""
+    conn.enable_load_extension(True)
+    try:
+        conn.load_extension(sqlite_vec.loadable_path())
+    finally:
+        conn.enable_load_extension(False)
+
+
+def connect(path: str, options: ConnectionOptions | None = None) -> apsw.Connection:
+    """Open ``path`` (or ``":memory:"``) with the house pragmas applied.
+
+    Raises StorageUnavailable / StorageCorrupt / StorageReadOnly with content-free messages.
+    """
+    opts = options or ConnectionOptions()
+    flags = (
+        apsw.SQLITE_OPEN_READONLY
+        if opts.readonly
+        else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+    )
+    flags |= apsw.SQLITE_OPEN_URI
+    with translate_errors():
+        conn = apsw.Connection(path, flags=flags)
+        try:
+            conn.set_busy_timeout(opts.busy_timeout_ms)
+            if opts.load_vec:
+                load_sqlite_vec(conn)
+            # A read touches the header: a file that is not a database fails here, early.
+            conn.execute("PRAGMA schema_version").fetchall()
+            if path != MEMORY_PATH and not opts.readonly:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
+                if str(mode).lower() != "wal":
+                    raise StorageUnavailable("could not switch the database to WAL mode")
+            conn.execute(f"PRAGMA synchronous={_checked_synchronous(opts.synchronous)}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            if path != MEMORY_PATH:
+                conn.execute(f"PRAGMA mmap_size={int(opts.mmap_size)}")
+            if opts.max_page_count is not None:
+                conn.execute(f"PRAGMA max_page_count={int(opts.max_page_count)}")
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _checked_synchronous(value: str) -> str:
+    allowed = {"OFF", "NORMAL", "FULL", "EXTRA"}
+    upper = value.upper()
+    if upper not in allowed:
+        raise ValueError(f"synchronous must be one of {sorted(allowed)}")
+    return upper
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn apsw's exceptions into the typed, content-free storage errors."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except apsw.FullError as exc:
+        raise StorageFull("database or disk is full") from exc
+    except apsw.ReadOnlyError as exc:
+        raise StorageReadOnly("database is read-only") from exc
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        raise StorageCorrupt("database file is corrupt or not a database") from exc
+    except (apsw.CantOpenError, apsw.PermissionsError) as exc:
+        raise StorageUnavailable("database file cannot be opened") from exc
+    except apsw.BusyError as exc:
+        raise StorageUnavailable("database stayed locked past the busy timeout") from exc
+    except apsw.IOError as exc:
+        raise StorageUnavailable("database I/O error") from exc
