@@ -1,0 +1,235 @@
+"""The shared Database: migrations, fixed settings, transactions, threads, failures."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import apsw
+import pytest
+from ratatoskr.sqlite import (
+    ConnectionOptions,
+    Database,
+    MetaSetting,
+    Migration,
+    SchemaMismatch,
+    SchemaTooNew,
+    StorageCorrupt,
+    StorageFull,
+    StorageUnavailable,
+    inspect_database,
+    same_file,
+)
+
+MIGRATIONS = [
+    Migration(1, "items", "CREATE TABLE items (id TEXT PRIMARY KEY, body TEXT NOT NULL)"),
+    Migration(2, "items_n", "ALTER TABLE items ADD COLUMN n INTEGER NOT NULL DEFAULT 0"),
+]
+
+
+def open_db(path: str, dim: str = "8", **kw: object) -> Database:
+    return Database(
+        path,
+        plane="test",
+        migrations=MIGRATIONS,
+        meta={"dim": MetaSetting(dim, "TEST_DIM")},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rows(db: Database) -> list[tuple[object, ...]]:
+    with db.read() as conn:
+        return [tuple(r) for r in conn.execute("SELECT id, body, n FROM items ORDER BY id")]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "test.db"
+
+
+def test_fresh_file_is_migrated_and_wal(db_path: Path) -> None:
+    db = open_db(str(db_path))
+    assert db.schema_version() == 2
+    with db.read() as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+        assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] >= 5000
+    db.close()
+
+
+def test_reopen_is_idempotent(db_path: Path) -> None:
+    db = open_db(str(db_path))
+    with db.write() as conn:
+        conn.execute("INSERT INTO items (id, body) VALUES ('a', 'x')")
+    db.close()
+    db = open_db(str(db_path))
+    assert db.schema_version() == 2
+    assert rows(db) == [("a", "x", 0)]
+    db.close()
+
+
+def test_other_fixed_setting_is_refused_and_file_untouched(db_path: Path) -> None:
+    open_db(str(db_path)).close()
+    before = file_digest(db_path)
+    with pytest.raises(SchemaMismatch) as info:
+        open_db(str(db_path), dim="16")
+    assert "TEST_DIM=8" in str(info.value) and "TEST_DIM=16" in str(info.value)
+    assert file_digest(db_path) == before
+
+
+def test_newer_schema_is_refused(db_path: Path) -> None:
+    open_db(str(db_path)).close()
+    with pytest.raises(SchemaTooNew):
+        Database(str(db_path), plane="test", migrations=MIGRATIONS[:1])
+
+
+def test_migration_gaps_are_a_programming_error(db_path: Path) -> None:
+    with pytest.raises(ValueError, match="numbered"):
+        Database(str(db_path), plane="test", migrations=[MIGRATIONS[1]])
+
+
+def test_write_rolls_back_on_error(db_path: Path) -> None:
+    db = open_db(str(db_path))
+    with pytest.raises(RuntimeError), db.write() as conn:
+        conn.execute("INSERT INTO items (id, body) VALUES ('a', 'x')")
+        raise RuntimeError("boom")
+    assert rows(db) == []
+    db.close()
+
+
+def test_memory_database_works_across_threads() -> None:
+    db = open_db(":memory:")
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        try:
+            for j in range(50):
+                with db.write() as conn:
+                    conn.execute("INSERT INTO items (id, body) VALUES (?, 'x')", (f"{i}-{j}",))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(rows(db)) == 200
+    db.close()
+
+
+def test_readers_see_committed_state_only(db_path: Path) -> None:
+    db = open_db(str(db_path))
+    seen: list[int] = []
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow_writer() -> None:
+        with db.write() as conn:
+            conn.execute("INSERT INTO items (id, body) VALUES ('a', 'x')")
+            started.set()
+            release.wait(5)
+
+    t = threading.Thread(target=slow_writer)
+    t.start()
+    started.wait(5)
+    seen.append(len(rows(db)))  # a reader does not wait for the open write
+    release.set()
+    t.join()
+    seen.append(len(rows(db)))
+    assert seen == [0, 1]
+    db.close()
+
+
+def test_missing_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StorageUnavailable):
+        open_db(str(tmp_path / "nope" / "x.db"))
+    assert not (tmp_path / "nope").exists()
+
+
+def test_corrupt_file_is_refused_and_kept(db_path: Path) -> None:
+    db_path.write_bytes(b"this is not a database" * 100)
+    before = file_digest(db_path)
+    with pytest.raises(StorageCorrupt):
+        open_db(str(db_path))
+    assert file_digest(db_path) == before
+
+
+def test_disk_full_rolls_back_whole_transaction(db_path: Path) -> None:
+    open_db(str(db_path)).close()
+    db = open_db(str(db_path), options=ConnectionOptions(max_page_count=8))
+    with db.write() as conn:
+        conn.execute("INSERT INTO items (id, body) VALUES ('keep', 'x')")
+    with pytest.raises(StorageFull), db.write() as conn:
+        for i in range(1000):
+            conn.execute("INSERT INTO items (id, body) VALUES (?, ?)", (str(i), "y" * 1000))
+    assert rows(db) == [("keep", "x", 0)]
+    db.close()
+
+
+def test_closed_database_raises(db_path: Path) -> None:
+    db = open_db(str(db_path))
+    db.close()
+    db.close()
+    with pytest.raises(StorageUnavailable):
+        rows(db)
+
+
+def test_sqlite_vec_is_loaded_on_every_connection(db_path: Path) -> None:
+    db = Database(
+        str(db_path),
+        plane="vec",
+        migrations=[
+            Migration(1, "vec", "CREATE VIRTUAL TABLE v USING vec0(embedding float[2])"),
+        ],
+        options=ConnectionOptions(load_vec=True),
+    )
+    with db.write() as conn:
+        conn.execute("INSERT INTO v(rowid, embedding) VALUES (1, '[1, 0]')")
+    result: list[object] = []
+
+    def read_in_thread() -> None:
+        with db.read() as conn:
+            result.append(conn.execute("SELECT count(*) FROM v").fetchall()[0][0])
+
+    t = threading.Thread(target=read_in_thread)
+    t.start()
+    t.join()
+    assert result == [1]
+    db.close()
+
+
+def test_inspect_reads_without_creating(tmp_path: Path, db_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    assert inspect_database(str(missing), plane="test").exists is False
+    assert not missing.exists()
+    open_db(str(db_path)).close()
+    report = inspect_database(str(db_path), plane="test", keys=["dim"])
+    assert (report.exists, report.schema_version, report.meta, report.integrity) == (
+        True,
+        2,
+        {"dim": "8"},
+        "ok",
+    )
+
+
+def test_same_file(tmp_path: Path) -> None:
+    a = tmp_path / "a.db"
+    assert same_file(str(a), str(tmp_path / "." / "a.db"))
+    assert not same_file(str(a), str(tmp_path / "b.db"))
+    assert not same_file(":memory:", ":memory:")
+    a.write_bytes(b"")
+    os.link(a, tmp_path / "hard.db")
+    assert same_file(str(a), str(tmp_path / "hard.db"))
+
+
+def test_apsw_bundles_extension_loading() -> None:
+    conn = apsw.Connection(":memory:")
+    conn.enable_load_extension(True)
+    conn.close()

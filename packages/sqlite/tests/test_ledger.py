@@ -1,0 +1,52 @@
+"""The idempotency ledger: lookup, expiry, replacement, pruning."""
+
+from __future__ import annotations
+
+import pytest
+from ratatoskr.sqlite import Database, IdempotencyLedger, Migration
+
+LEDGER = IdempotencyLedger("test_idempotency")
+
+
+@pytest.fixture
+def db() -> Database:
+    return Database(":memory:", plane="t", migrations=[Migration(1, "l", LEDGER.create_sql())])
+
+
+def test_record_then_lookup(db: Database) -> None:
+    with db.write() as conn:
+        LEDGER.record(conn, "k", digest="d", result={"n": 1}, expires_at=100.0)
+    with db.read() as conn:
+        entry = LEDGER.lookup(conn, "k", now=50.0)
+    assert entry is not None
+    assert (entry.digest, entry.result, entry.expires_at) == ("d", {"n": 1}, 100.0)
+
+
+def test_expired_entry_counts_as_absent_and_can_be_replaced(db: Database) -> None:
+    with db.write() as conn:
+        LEDGER.record(conn, "k", digest="d1", result=1, expires_at=100.0)
+    with db.read() as conn:
+        assert LEDGER.lookup(conn, "k", now=100.0) is None
+    with db.write() as conn:
+        LEDGER.record(conn, "k", digest="d2", result=2, expires_at=300.0)
+    with db.read() as conn:
+        entry = LEDGER.lookup(conn, "k", now=150.0)
+    assert entry is not None and entry.digest == "d2"
+
+
+def test_prune_drops_only_expired(db: Database) -> None:
+    with db.write() as conn:
+        for i in range(5):
+            LEDGER.record(conn, f"old{i}", digest="d", result=None, expires_at=10.0)
+        LEDGER.record(conn, "live", digest="d", result=None, expires_at=1000.0)
+    with db.write() as conn:
+        assert LEDGER.prune(conn, now=20.0, limit=3) == 3
+        assert LEDGER.prune(conn, now=20.0) == 2
+        assert LEDGER.prune(conn, now=20.0) == 0
+    with db.read() as conn:
+        assert LEDGER.lookup(conn, "live", now=20.0) is not None
+
+
+def test_table_name_must_be_an_identifier() -> None:
+    with pytest.raises(ValueError, match="identifier"):
+        IdempotencyLedger("x; DROP TABLE y")
