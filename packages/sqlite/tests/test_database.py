@@ -58,7 +58,7 @@ def test_fresh_file_is_migrated_and_wal(db_path: Path) -> None:
     assert db.schema_version() == 2
     with db.read() as conn:
         assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
-        assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] >= 5000
+        assert int(conn.execute("PRAGMA busy_timeout").fetchall()[0][0]) >= 5000  # type: ignore[arg-type]
     db.close()
 
 
