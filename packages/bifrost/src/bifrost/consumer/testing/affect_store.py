@@ -1,0 +1,184 @@
+"""``InMemoryAffectStore``: the reference affect store. Every write of a key
+appends its next revision; history is kept until the key is deleted (a key
+written again after a delete starts over at revision 1). Thread-safe."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bifrost.affect.protocol import AFFECT_CAPABILITIES
+from bifrost.affect.validation import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PAGE,
+    validate_history,
+    validate_key,
+    validate_keys,
+    validate_list,
+    validate_put,
+)
+from bifrost.consumer.testing._ledger import IdempotencyLedger
+from bifrost.context import DispatchContext
+from bifrost.errors import RevisionMismatch
+from bifrost.idempotency import request_digest
+from bifrost.scope import matches_scope
+
+__all__ = ["InMemoryAffectStore", "rfc3339"]
+
+
+def rfc3339(ts: float) -> str:
+    """UTC RFC 3339 with microseconds and a ``Z`` suffix."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class _Rev:
+    record: dict[str, Any]
+    scope: dict[str, str]
+    revision: int
+    recorded_at: str
+
+    def view(self) -> dict[str, Any]:
+        out = copy.deepcopy(self.record)
+        out["revision"] = self.revision
+        out["recorded_at"] = self.recorded_at
+        return out
+
+
+class InMemoryAffectStore:
+    """Reference ``AffectDataStore``. ``clock`` drives TTLs and ``recorded_at``."""
+
+    def __init__(
+        self,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_page: int = DEFAULT_MAX_PAGE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_batch < 1 or max_page < 1:
+            raise ValueError("max_batch and max_page must be positive")
+        self.max_batch = max_batch
+        self.max_page = max_page
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._keys: dict[str, list[_Rev]] = {}  # oldest first
+        self._ledger = IdempotencyLedger()
+
+    def describe_store(self) -> dict[str, Any]:
+        return copy.deepcopy(AFFECT_CAPABILITIES)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "plane": "affect",
+            "max_batch": self.max_batch,
+            "max_page": self.max_page,
+        }
+
+    def put_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        items = validate_put(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            max_batch=self.max_batch,
+        )
+        digest = request_digest(records, expected_revisions)
+        with self._lock:
+            now = self._clock()
+            replay = self._ledger.lookup("put_many", ctx.actor, idempotency_key, digest, now)
+            if replay is not None:
+                return replay
+            for key, expected in (expected_revisions or {}).items():
+                revs = self._keys.get(key)
+                actual = revs[-1].revision if revs else 0
+                if actual != expected:
+                    raise RevisionMismatch(key, expected, actual)
+            stamp = rfc3339(now)
+            for it in items:
+                revs = self._keys.setdefault(it.key, [])
+                revs.append(_Rev(it.record, it.scope, revs[-1].revision + 1 if revs else 1, stamp))
+            result = {"written": len(items), "replayed": False}
+            self._ledger.record(
+                verb="put_many",
+                actor=ctx.actor,
+                key=idempotency_key,
+                digest=digest,
+                result=result,
+                idempotency_class=idempotency_class,
+                now=now,
+            )
+            return dict(result)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        k = validate_key(key)
+        with self._lock:
+            revs = self._keys.get(k)
+            return revs[-1].view() if revs else None
+
+    def get_many(self, keys: list[str]) -> list[dict[str, Any]]:
+        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
+        with self._lock:
+            return [self._keys[k][-1].view() for k in wanted if k in self._keys]
+
+    def history(
+        self, key: str, *, limit: int | None = None, before_revision: int | None = None
+    ) -> dict[str, Any]:
+        q = validate_history(key, limit, before_revision, max_page=self.max_page)
+        with self._lock:
+            revs = self._keys.get(q.key, [])
+            older = [
+                r
+                for r in reversed(revs)
+                if q.before_revision is None or r.revision < q.before_revision
+            ]
+            page = older[: q.limit]
+            more = len(older) > q.limit
+            return {
+                "items": [r.view() for r in page],
+                "next_before_revision": page[-1].revision if more else None,
+            }
+
+    def delete_many(self, keys: list[str]) -> dict[str, Any]:
+        wanted = set(validate_keys(keys, max_batch=self.max_batch))
+        with self._lock:
+            present = [k for k in wanted if k in self._keys]
+            for k in present:
+                del self._keys[k]
+            return {"deleted": len(present)}
+
+    def list(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        limit: int | None = None,
+        after_key: str | None = None,
+    ) -> dict[str, Any]:
+        q = validate_list(scope_all, scope_any, limit, after_key, max_page=self.max_page)
+        with self._lock:
+            keys = sorted(
+                k
+                for k, revs in self._keys.items()
+                if (q.after_key is None or k > q.after_key)
+                and matches_scope(revs[-1].scope, q.scope_all, q.scope_any)
+            )
+            page = keys[: q.limit]
+            more = len(keys) > q.limit
+            return {
+                "items": [self._keys[k][-1].view() for k in page],
+                "next_after_key": page[-1] if more else None,
+            }

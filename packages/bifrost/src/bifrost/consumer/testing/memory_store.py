@@ -1,0 +1,183 @@
+"""``InMemoryMemoryStore``: the reference memory store, the authority real stores
+are held to. Exact brute-force cosine search in pure Python; thread-safe."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bifrost.consumer.testing._ledger import IdempotencyLedger
+from bifrost.context import DispatchContext
+from bifrost.errors import RevisionMismatch
+from bifrost.idempotency import request_digest
+from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.validation import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_TOP_K,
+    search_row,
+    unit_vector,
+    validate_id,
+    validate_ids,
+    validate_search,
+    validate_upsert,
+)
+from bifrost.scope import matches_scope
+
+__all__ = ["InMemoryMemoryStore"]
+
+
+@dataclass
+class _Chunk:
+    record: dict[str, Any]
+    scope: dict[str, str]
+    unit: list[float]
+    revision: int
+
+
+class InMemoryMemoryStore:
+    """Reference ``MemoryDataStore``.
+
+    ``clock`` (seconds since the epoch) drives the idempotency TTL.
+    """
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_top_k: int = DEFAULT_MAX_TOP_K,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int):
+            raise TypeError("embedding_dim must be an int")
+        if embedding_dim < 1 or max_batch < 1 or max_top_k < 1:
+            raise ValueError("embedding_dim, max_batch and max_top_k must be positive")
+        self.embedding_dim = embedding_dim
+        self.max_batch = max_batch
+        self.max_top_k = max_top_k
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._chunks: dict[str, _Chunk] = {}
+        self._ledger = IdempotencyLedger()
+
+    def describe_store(self) -> dict[str, Any]:
+        return StoreCapabilities().to_dict()
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "plane": "memory",
+            "embedding_dim": self.embedding_dim,
+            "distance": "cosine",
+            "max_batch": self.max_batch,
+            "max_top_k": self.max_top_k,
+        }
+
+    def upsert_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        chunks = validate_upsert(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+        )
+        digest = request_digest(records, expected_revisions)
+        with self._lock:
+            now = self._clock()
+            replay = self._ledger.lookup("upsert_many", ctx.actor, idempotency_key, digest, now)
+            if replay is not None:
+                return replay
+            for cid, expected in (expected_revisions or {}).items():
+                current = self._chunks.get(cid)
+                actual = current.revision if current else 0
+                if actual != expected:
+                    raise RevisionMismatch(cid, expected, actual)
+            for c in chunks:
+                prev = self._chunks.get(c.id)
+                self._chunks[c.id] = _Chunk(
+                    c.record, c.scope, unit_vector(c.embedding), prev.revision + 1 if prev else 1
+                )
+            result = {"upserted": len(chunks), "replayed": False}
+            self._ledger.record(
+                verb="upsert_many",
+                actor=ctx.actor,
+                key=idempotency_key,
+                digest=digest,
+                result=result,
+                idempotency_class=idempotency_class,
+                now=now,
+            )
+            return dict(result)
+
+    def search(
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        include: dict[str, Any] | None = None,
+        fidelity_target: Any = None,
+    ) -> list[dict[str, Any]]:
+        q = validate_search(
+            vector,
+            top_k,
+            scope_all,
+            scope_any,
+            metadata_filter,
+            include,
+            embedding_dim=self.embedding_dim,
+            max_top_k=self.max_top_k,
+        )
+        unit = unit_vector(q.vector)
+        with self._lock:
+            scored = [
+                (max(-1.0, min(1.0, sum(a * b for a, b in zip(unit, c.unit, strict=True)))), cid, c)
+                for cid, c in self._chunks.items()
+                if matches_scope(c.scope, q.scope_all, q.scope_any)
+            ]
+            scored.sort(key=lambda t: (-t[0], t[1]))
+            return [
+                search_row(copy.deepcopy(c.record), cid, score, c.revision, q.include_embedding)
+                for score, cid, c in scored[: q.top_k]
+            ]
+
+    def _read(self, cid: str) -> dict[str, Any] | None:
+        c = self._chunks.get(cid)
+        if c is None:
+            return None
+        out = copy.deepcopy(c.record)
+        out["revision"] = c.revision
+        return out
+
+    def get(self, chunk_id: str) -> dict[str, Any] | None:
+        cid = validate_id(chunk_id, "chunk_id")
+        with self._lock:
+            return self._read(cid)
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
+        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
+        with self._lock:
+            return [r for r in (self._read(cid) for cid in wanted) if r is not None]
+
+    def delete_many(self, ids: list[str]) -> dict[str, Any]:
+        wanted = set(validate_ids(ids, max_batch=self.max_batch))
+        with self._lock:
+            present = [cid for cid in wanted if cid in self._chunks]
+            for cid in present:
+                del self._chunks[cid]
+            return {"deleted": len(present)}

@@ -1,0 +1,168 @@
+"""Parsing the request envelope from raw body bytes, strictly.
+
+Decisions where the wire spec is silent (documented in the README):
+- the body must be UTF-8 (a BOM is refused) and strict JSON: ``NaN`` /
+  ``Infinity`` literals, numbers that overflow a double (``1e400``), integers
+  longer than 4300 digits, duplicate object keys, lone UTF-16 surrogates in
+  strings and nesting deeper than :data:`MAX_DEPTH` are all
+  ``bifrost.malformed_envelope``;
+- ``wire_version``, ``call_id`` (1…256 chars) and ``verb`` are required
+  strings; ``args`` is optional (default ``{}``) but must be an object;
+  ``idempotency_key`` / ``idempotency_class`` are optional strings or null
+  (their values are checked by the verb: ``<plane>.invalid_arguments``);
+  verbs that take no idempotency key ignore one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bifrost.errors import MalformedEnvelope, UnsupportedWireVersion
+
+__all__ = ["ENVELOPE_KEYS", "MAX_DEPTH", "WIRE_VERSION", "Envelope", "parse_envelope"]
+
+WIRE_VERSION = "0.6"
+MAX_DEPTH = 64
+MAX_CALL_ID_CHARS = 256
+ENVELOPE_KEYS = frozenset(
+    {"wire_version", "call_id", "verb", "args", "idempotency_key", "idempotency_class"}
+)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    wire_version: str
+    call_id: str
+    verb: str
+    args: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    idempotency_class: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "wire_version": self.wire_version,
+            "call_id": self.call_id,
+            "verb": self.verb,
+            "args": self.args,
+        }
+        if self.idempotency_key is not None:
+            out["idempotency_key"] = self.idempotency_key
+        if self.idempotency_class is not None:
+            out["idempotency_class"] = self.idempotency_class
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: object) -> Envelope:
+        """Validate an already-decoded envelope (a dict) and build it."""
+        if not isinstance(obj, Mapping):
+            raise MalformedEnvelope("envelope must be a JSON object")
+        extra = set(obj) - ENVELOPE_KEYS
+        if extra:
+            raise MalformedEnvelope("envelope has unknown top-level keys")
+        version = obj.get("wire_version")
+        if not isinstance(version, str):
+            raise MalformedEnvelope("wire_version is required and must be a string")
+        if version != WIRE_VERSION:
+            raise UnsupportedWireVersion(f"wire_version must be {WIRE_VERSION}")
+        call_id = obj.get("call_id")
+        if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_CALL_ID_CHARS:
+            raise MalformedEnvelope("call_id is required: a string of 1..256 characters")
+        verb = obj.get("verb")
+        if not isinstance(verb, str) or not verb:
+            raise MalformedEnvelope("verb is required and must be a non-empty string")
+        args = obj.get("args", {})
+        if not isinstance(args, dict):
+            raise MalformedEnvelope("args must be an object")
+        for name in ("idempotency_key", "idempotency_class"):
+            value = obj.get(name)
+            if value is not None and not isinstance(value, str):
+                raise MalformedEnvelope(f"{name} must be a string or null")
+        return cls(
+            wire_version=version,
+            call_id=call_id,
+            verb=verb,
+            args=args,
+            idempotency_key=obj.get("idempotency_key"),
+            idempotency_class=obj.get("idempotency_class"),
+        )
+
+
+def _reject_constant(name: str) -> Any:
+    raise MalformedEnvelope("body contains a non-finite number literal")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise MalformedEnvelope("body contains a number outside the double range")
+    return value
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise MalformedEnvelope("body contains a duplicate object key")
+        out[k] = v
+    return out
+
+
+def _check_tree(root: Any) -> None:
+    """Depth limit and no lone surrogates, iteratively (no recursion)."""
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            _check_str(node)
+        elif isinstance(node, dict | list):
+            if depth > MAX_DEPTH:
+                raise MalformedEnvelope(f"body nests deeper than {MAX_DEPTH}")
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    _check_str(k)
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in node)
+
+
+def _check_str(s: str) -> None:
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedEnvelope("body contains an unpaired surrogate escape") from None
+
+
+def decode_json(body: bytes) -> Any:
+    """Strict JSON decode of raw bytes (see the module docstring)."""
+    if body.startswith(b"\xef\xbb\xbf"):
+        raise MalformedEnvelope("body must be UTF-8 JSON without a byte order mark")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedEnvelope("body is not valid UTF-8") from None
+    try:
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_parse_float,
+            object_pairs_hook=_pairs,
+        )
+    except MalformedEnvelope:
+        raise
+    except RecursionError:
+        raise MalformedEnvelope(f"body nests deeper than {MAX_DEPTH}") from None
+    except ValueError:  # JSONDecodeError, over-long integer literals
+        raise MalformedEnvelope("body is not valid JSON") from None
+    _check_tree(value)
+    return value
+
+
+def parse_envelope(body: bytes) -> Envelope:
+    """Raw body bytes → :class:`Envelope`; ``MalformedEnvelope`` /
+    ``UnsupportedWireVersion`` on failure."""
+    return Envelope.from_dict(decode_json(body))

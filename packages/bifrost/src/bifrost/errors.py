@@ -1,0 +1,224 @@
+"""The typed error hierarchy of the Bifrost wire and its single rendering.
+
+Errors are data: each class carries a wire ``code_suffix`` and an HTTP status.
+Codes of plane-specific failures are prefixed with the plane of the dispatch
+(``memory.invalid_arguments``); the others with ``bifrost``. Messages and
+details never carry content, embeddings, scope values or token material: the
+validators in this package say *which* input failed (by index or field name),
+never *what* it held.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+__all__ = [
+    "BifrostError",
+    "Forbidden",
+    "IdempotencyConflict",
+    "Internal",
+    "InvalidArguments",
+    "InvalidFilter",
+    "MalformedEnvelope",
+    "PayloadTooLarge",
+    "RevisionMismatch",
+    "Unauthenticated",
+    "UnknownVerb",
+    "UnsupportedVerb",
+    "UnsupportedWireVersion",
+    "error_body",
+    "error_from_wire",
+    "render_error",
+]
+
+_log = logging.getLogger("bifrost.errors")
+
+
+class BifrostError(Exception):
+    """Base of every error the wire knows.
+
+    ``code_suffix`` and ``http_status`` are class attributes; ``plane_prefixed``
+    says whether the wire code takes the dispatch's plane as prefix.
+    """
+
+    code_suffix: ClassVar[str] = "internal"
+    http_status: ClassVar[int] = 500
+    plane_prefixed: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message: str = message or self.code_suffix.replace("_", " ")
+        self.details: dict[str, Any] = dict(details or {})
+        # Set when the error was reconstructed from a wire response (client side).
+        self.received_code: str | None = None
+        self.received_status: int | None = None
+
+    def wire_code(self, plane: str | None = None) -> str:
+        """The wire code: ``<plane>.<suffix>`` for plane errors, else ``bifrost.<suffix>``.
+
+        An error reconstructed from a response keeps the code it arrived with.
+        """
+        if self.received_code is not None:
+            return self.received_code
+        if self.plane_prefixed and plane:
+            return f"{plane}.{self.code_suffix}"
+        return f"bifrost.{self.code_suffix}"
+
+    @property
+    def status(self) -> int:
+        return self.received_status if self.received_status is not None else self.http_status
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class MalformedEnvelope(BifrostError):
+    code_suffix = "malformed_envelope"
+    http_status = 400
+
+
+class UnsupportedWireVersion(BifrostError):
+    code_suffix = "unsupported_wire_version"
+    http_status = 400
+
+
+class UnknownVerb(BifrostError):
+    code_suffix = "unknown_verb"
+    http_status = 400
+
+
+class Unauthenticated(BifrostError):
+    code_suffix = "unauthenticated"
+    http_status = 401
+
+
+class Forbidden(BifrostError):
+    code_suffix = "forbidden"
+    http_status = 403
+
+
+class PayloadTooLarge(BifrostError):
+    code_suffix = "payload_too_large"
+    http_status = 413
+
+
+class UnsupportedVerb(BifrostError):
+    code_suffix = "unsupported_verb"
+    http_status = 501
+    plane_prefixed = True
+
+
+class InvalidArguments(BifrostError):
+    code_suffix = "invalid_arguments"
+    http_status = 400
+    plane_prefixed = True
+
+
+class InvalidFilter(BifrostError):
+    code_suffix = "invalid_filter"
+    http_status = 400
+    plane_prefixed = True
+
+
+class IdempotencyConflict(BifrostError):
+    code_suffix = "idempotency_conflict"
+    http_status = 409
+    plane_prefixed = True
+
+
+class RevisionMismatch(BifrostError):
+    """An expected revision did not hold; details name the id and both revisions."""
+
+    code_suffix = "revision_mismatch"
+    http_status = 409
+    plane_prefixed = True
+
+    def __init__(self, id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"revision mismatch: expected {expected}, actual {actual}",
+            {"id": id, "expected": expected, "actual": actual},
+        )
+        self.id = id
+        self.expected = expected
+        self.actual = actual
+
+
+class Internal(BifrostError):
+    code_suffix = "internal"
+    http_status = 500
+
+
+_BY_SUFFIX: dict[str, type[BifrostError]] = {
+    cls.code_suffix: cls
+    for cls in (
+        MalformedEnvelope,
+        UnsupportedWireVersion,
+        UnknownVerb,
+        Unauthenticated,
+        Forbidden,
+        PayloadTooLarge,
+        UnsupportedVerb,
+        InvalidArguments,
+        InvalidFilter,
+        IdempotencyConflict,
+        RevisionMismatch,
+        Internal,
+    )
+}
+
+
+def error_body(
+    code: str, message: str, details: dict[str, Any], call_id: str | None
+) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "call_id": call_id,
+        "error": {"code": code, "message": message, "details": details},
+    }
+
+
+def render_error(
+    exc: BaseException, *, plane: str | None, call_id: str | None
+) -> tuple[int, dict[str, Any]]:
+    """Render any exception as ``(http_status, response_body)``.
+
+    The one place errors become wire responses. A non-Bifrost exception becomes
+    ``bifrost.internal`` with a generic message; it is logged with the call id
+    and the exception's type name only, never its text (which might hold content).
+    """
+    if isinstance(exc, BifrostError):
+        return exc.status, error_body(exc.wire_code(plane), exc.message, exc.details, call_id)
+    _log.error("internal error call_id=%s type=%s", call_id, type(exc).__name__)
+    return 500, error_body("bifrost.internal", "internal error", {}, call_id)
+
+
+def error_from_wire(
+    code: str, message: str, details: dict[str, Any] | None, status: int | None = None
+) -> BifrostError:
+    """Rebuild the typed error a response carried (client side).
+
+    The returned error keeps the exact wire code (``wire_code()`` returns it)
+    and the HTTP status; unknown codes give a plain ``BifrostError``.
+    """
+    details = dict(details or {})
+    cls = _BY_SUFFIX.get(code.rsplit(".", 1)[-1], BifrostError)
+    err: BifrostError
+    if cls is RevisionMismatch:
+        rm = RevisionMismatch(
+            str(details.get("id", "")),
+            _as_int(details.get("expected")),
+            _as_int(details.get("actual")),
+        )
+        rm.message = message
+        err = rm
+    else:
+        err = cls(message, details)
+    err.details = details
+    err.received_code = code
+    err.received_status = status
+    return err
+
+
+def _as_int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1

@@ -1,0 +1,57 @@
+"""The memory store protocol (the seed's FN blocks). Stores are synchronous; the
+app runs them in a worker thread. Stores are grant-agnostic: the library
+applies the token's scope grant before and after each call."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from bifrost.context import DispatchContext
+
+__all__ = ["MemoryDataStore"]
+
+
+@runtime_checkable
+class MemoryDataStore(Protocol):
+    def describe_store(self) -> dict[str, Any]:
+        """Exactly ``StoreCapabilities(...).to_dict()``."""
+        ...
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ok", "plane": "memory", "embedding_dim", "distance": "cosine",
+        "max_batch", "max_top_k"}``."""
+        ...
+
+    def upsert_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        """``{"upserted": N, "replayed": bool}``; raises InvalidArguments,
+        IdempotencyConflict, RevisionMismatch (nothing written on any error)."""
+        ...
+
+    def search(
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        include: dict[str, Any] | None = None,
+        fidelity_target: Any = None,
+    ) -> list[dict[str, Any]]:
+        """Rows ``{chunk, chunk_id, score, recalled_view, revision}``; raises
+        InvalidArguments, InvalidFilter."""
+        ...
+
+    def get(self, chunk_id: str) -> dict[str, Any] | None: ...
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]: ...
+
+    def delete_many(self, ids: list[str]) -> dict[str, Any]: ...

@@ -1,0 +1,295 @@
+"""Validation every memory store calls, so the rules of memory-plane.md live once.
+
+All functions raise ``InvalidArguments`` / ``InvalidFilter`` with messages that
+name the failing record by its index in the batch (or the failing argument),
+never by its content, embedding or scope values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from bifrost.errors import InvalidArguments
+from bifrost.idempotency import canonical_json, ttl_seconds, validate_idempotency_key
+from bifrost.scope import validate_record_scope, validate_scope
+
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_TOP_K",
+    "MAX_ID_BYTES",
+    "SearchQuery",
+    "ValidatedChunk",
+    "embedding_field",
+    "json_copy",
+    "record_id",
+    "search_row",
+    "unit_vector",
+    "validate_embedding",
+    "validate_expected_revisions",
+    "validate_id",
+    "validate_ids",
+    "validate_records_common",
+    "validate_search",
+    "validate_upsert",
+]
+
+DEFAULT_MAX_BATCH = 1000
+DEFAULT_MAX_TOP_K = 1000
+MAX_ID_BYTES = 512
+_ID_FIELDS = ("id", "chunk_id", "memory_id")
+_INCLUDE_KEYS = frozenset({"embedding"})
+
+
+@dataclass(frozen=True)
+class ValidatedChunk:
+    """One upsert record after validation: its id, embedding, scope and the
+    verbatim record (a private deep copy, safe to keep)."""
+
+    id: str
+    embedding: list[float]
+    scope: dict[str, str]
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    vector: list[float]
+    top_k: int
+    scope_all: dict[str, str]
+    scope_any: list[dict[str, str]]
+    include_embedding: bool
+
+
+def _where(index: int | None) -> str:
+    return "record" if index is None else f"record {index}"
+
+
+def validate_id(value: object, what: str = "id") -> str:
+    """A non-empty string of at most 512 bytes UTF-8 (lone surrogates refused)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArguments(f"{what} must be a non-empty string")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArguments(f"{what} is not valid unicode") from None
+    if size > MAX_ID_BYTES:
+        raise InvalidArguments(f"{what} longer than {MAX_ID_BYTES} bytes UTF-8")
+    return value
+
+
+def record_id(record: dict[str, Any], index: int | None = None) -> str:
+    """The record's id: ``id``, else ``chunk_id``, else ``memory_id`` (the first key
+    present and not null). Missing or invalid → ``InvalidArguments``."""
+    for name in _ID_FIELDS:
+        if record.get(name) is not None:
+            return validate_id(record[name], f"{_where(index)}: {name}")
+    raise InvalidArguments(f"{_where(index)}: missing id (id, chunk_id or memory_id)")
+
+
+def embedding_field(record: dict[str, Any]) -> str:
+    """Which field holds the embedding: ``embedding`` if present, else ``vector``."""
+    return "embedding" if "embedding" in record else "vector"
+
+
+def validate_embedding(value: object, dim: int, what: str = "embedding") -> list[float]:
+    """A list of JSON numbers (bools are not numbers), all finite, ``len == dim``,
+    norm > 0. Returns the values as floats."""
+    if not isinstance(value, list):
+        raise InvalidArguments(f"{what} must be a list of numbers")
+    if len(value) != dim:
+        raise InvalidArguments(f"{what} length {len(value)} != {dim}")
+    out: list[float] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise InvalidArguments(f"{what} must contain only numbers")
+        try:
+            f = float(x)
+        except OverflowError:
+            raise InvalidArguments(f"{what} contains a non-finite number") from None
+        if not math.isfinite(f):
+            raise InvalidArguments(f"{what} contains a non-finite number")
+        out.append(f)
+    norm = math.hypot(*out)
+    if not (norm > 0.0 and math.isfinite(norm)):
+        raise InvalidArguments(f"{what} has zero (or overflowing) norm")
+    return out
+
+
+def unit_vector(values: list[float]) -> list[float]:
+    """``values / ‖values‖`` (values already validated: finite, norm > 0)."""
+    norm = math.hypot(*values)
+    return [x / norm for x in values]
+
+
+def _validate_expected(expected: object, ids: set[str]) -> dict[str, int]:
+    if expected is None:
+        return {}
+    if not isinstance(expected, dict):
+        raise InvalidArguments("expected_revisions must be an object or null")
+    out: dict[str, int] = {}
+    for k, v in expected.items():
+        if not isinstance(k, str) or k not in ids:
+            raise InvalidArguments("expected_revisions names an id not in this batch")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidArguments("expected_revisions values must be integers >= 0")
+        out[k] = v
+    return out
+
+
+def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+    """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
+    try:
+        data = canonical_json(record)
+    except (TypeError, ValueError):
+        raise InvalidArguments(f"{_where(index)}: not JSON-serialisable") from None
+    loaded: dict[str, Any] = json.loads(data)
+    return loaded
+
+
+def validate_records_common(
+    records: object, *, max_batch: int, what: str = "records"
+) -> list[dict[str, Any]]:
+    """``records`` is a list of at most ``max_batch`` objects."""
+    if not isinstance(records, list):
+        raise InvalidArguments(f"{what} must be a list")
+    if len(records) > max_batch:
+        raise InvalidArguments(f"{what}: batch of {len(records)} exceeds max_batch {max_batch}")
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            raise InvalidArguments(f"{_where(i)}: must be an object")
+    return records
+
+
+def validate_upsert(
+    records: object,
+    expected_revisions: object,
+    idempotency_key: object,
+    idempotency_class: object,
+    *,
+    embedding_dim: int,
+    max_batch: int,
+) -> list[ValidatedChunk]:
+    """Validate a whole ``upsert_many`` call before anything is written.
+
+    Checks: the idempotency key (non-empty, ≤ 256 chars) and class; the batch
+    (a list of ≤ ``max_batch`` objects); per record the id, the embedding
+    (``embedding`` else ``vector``), the scope (required; ``{}`` allowed), the
+    reserved ``revision`` key, INV-007 (``origin == "injected_context"``
+    requires a non-null ``injection_source``; any other record must not carry a
+    non-null one); duplicate ids; ``expected_revisions`` (null or an object of
+    ids of this batch → ints ≥ 0).
+    """
+    validate_idempotency_key(idempotency_key)
+    ttl_seconds(idempotency_class)
+    recs = validate_records_common(records, max_batch=max_batch)
+    out: list[ValidatedChunk] = []
+    seen: dict[str, int] = {}
+    for i, rec in enumerate(recs):
+        cid = record_id(rec, i)
+        if cid in seen:
+            raise InvalidArguments(f"records {seen[cid]} and {i} share an id")
+        seen[cid] = i
+        if "revision" in rec:
+            raise InvalidArguments(f"{_where(i)}: 'revision' is reserved (store-owned)")
+        field = embedding_field(rec)
+        if field not in rec:
+            raise InvalidArguments(f"{_where(i)}: missing embedding")
+        emb = validate_embedding(rec[field], embedding_dim, f"{_where(i)}: {field}")
+        if "scope" not in rec:
+            raise InvalidArguments(f"{_where(i)}: missing scope (use {{}} for unscoped)")
+        scope = validate_record_scope(rec["scope"], f"{_where(i)}: scope")
+        injected = rec.get("origin") == "injected_context"
+        has_source = rec.get("injection_source") is not None
+        if injected and not has_source:
+            raise InvalidArguments(
+                f"{_where(i)}: origin injected_context requires injection_source"
+            )
+        if not injected and has_source:
+            raise InvalidArguments(f"{_where(i)}: injection_source only allowed when injected")
+        out.append(ValidatedChunk(cid, emb, scope, json_copy(rec, i)))
+    _validate_expected(expected_revisions, set(seen))
+    return out
+
+
+def validate_expected_revisions(expected: object, ids: set[str]) -> dict[str, int]:
+    """``expected_revisions`` after :func:`validate_upsert` (as a typed dict)."""
+    return _validate_expected(expected, ids)
+
+
+def validate_ids(ids: object, *, max_batch: int, what: str = "ids") -> list[str]:
+    """A list of at most ``max_batch`` ids (each a valid id). Order and duplicates kept."""
+    if not isinstance(ids, list):
+        raise InvalidArguments(f"{what} must be a list of strings")
+    if len(ids) > max_batch:
+        raise InvalidArguments(f"{what}: {len(ids)} exceeds max_batch {max_batch}")
+    return [validate_id(x, f"{what}[{i}]") for i, x in enumerate(ids)]
+
+
+def _validate_include(include: object) -> bool:
+    if include is None:
+        return True
+    if not isinstance(include, dict):
+        raise InvalidArguments("include must be an object or null")
+    if set(include) - _INCLUDE_KEYS:
+        raise InvalidArguments("include accepts only the key 'embedding'")
+    emb = include.get("embedding", True)
+    if not isinstance(emb, bool):
+        raise InvalidArguments("include.embedding must be a boolean")
+    return emb
+
+
+def validate_search(  # noqa: PLR0917 - the contract's signature
+    vector: object,
+    top_k: object,
+    scope_all: object,
+    scope_any: object,
+    metadata_filter: object,
+    include: object,
+    *,
+    embedding_dim: int,
+    max_top_k: int,
+) -> SearchQuery:
+    """Validate a ``search`` call: ``vector`` as an embedding; ``top_k`` an int
+    (not bool) in 1…``max_top_k``; the scope filter (:func:`validate_scope`);
+    ``metadata_filter`` null or ``{}``; ``include`` null or ``{"embedding": bool}``.
+    """
+    vec = validate_embedding(vector, embedding_dim, "vector")
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise InvalidArguments("top_k must be an integer")
+    if not 1 <= top_k <= max_top_k:
+        raise InvalidArguments(f"top_k must be in 1..{max_top_k}")
+    all_, any_ = validate_scope(scope_all, scope_any)
+    if metadata_filter is not None and metadata_filter != {}:
+        raise InvalidArguments("metadata_filter is not supported (no filterable fields)")
+    return SearchQuery(vec, top_k, all_, any_, _validate_include(include))
+
+
+def search_row(
+    record: dict[str, Any],
+    chunk_id: str,
+    score: float,
+    revision: int,
+    include_embedding: bool,
+) -> dict[str, Any]:
+    """One search result ``{chunk, chunk_id, score, recalled_view, revision}``.
+
+    ``chunk`` is a copy of the stored record (without ``revision``); with
+    ``include_embedding`` false the field that held the embedding is dropped.
+    ``recalled_view`` is ``chunk["distillate"]`` when present and not null, else
+    the chunk.
+    """
+    chunk = dict(record)
+    chunk.pop("revision", None)
+    if not include_embedding:
+        chunk.pop(embedding_field(chunk), None)
+    view = chunk["distillate"] if chunk.get("distillate") is not None else chunk
+    return {
+        "chunk": chunk,
+        "chunk_id": chunk_id,
+        "score": float(score),
+        "recalled_view": view,
+        "revision": revision,
+    }
