@@ -1,1 +1,10 @@
-"""Placeholder; filled in by its issue."""
+"""Ratatoskr's memory plane: the durable SQLite + sqlite-vec chunk store.
+
+``open_memory_store(db_path, *, embedding_dim)`` returns a store implementing
+bifrost's ``MemoryDataStore``; ``build_memory_provider_app(store, heimdall_key)``
+hands it to bifrost's memory app.
+"""
+
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+
+__all__ = ["RatatoskrMemoryStore", "open_memory_store"]
