@@ -241,7 +241,7 @@ def _validate_include(include: object) -> bool:
     return emb
 
 
-def validate_search(  # noqa: PLR0917 - the contract's signature
+def validate_search(
     vector: object,
     top_k: object,
     scope_all: object,

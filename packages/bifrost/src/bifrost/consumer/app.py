@@ -1,0 +1,311 @@
+"""The Starlette apps: one per plane, routes ``POST /bifrost/handshake`` and
+``POST /bifrost/<plane>-call``.
+
+Request pipeline: read the body under the size limit (``Content-Length`` and
+the streamed size, → 413) → verify the token against the exact body bytes and
+this plane (→ 401; unauthenticated bodies are never parsed) → parse the
+envelope strictly (→ 400) → the token's verb must be the envelope's verb
+(→ 401) → dispatch. Everything after reading the body runs in a worker thread
+(``anyio.to_thread``), so a slow store never stalls the event loop.
+
+Logging: one line per call on ``bifrost.consumer`` with plane, verb, call_id,
+status, error code and duration — never bodies, tokens, content or scope values.
+
+Lifespans: pass ``lifespan=`` (an ASGI lifespan context factory) and/or
+``hooks=AppHooks(on_startup=[…], on_shutdown=[…])``. Starlette does not run
+the lifespan of a mounted sub-app; a combined provider enters each plane app's
+``app.router.lifespan_context(app)`` itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bifrost.affect.dispatch import affect_handshake, dispatch_affect_call
+from bifrost.affect.protocol import AffectDataStore
+from bifrost.consumer.registration import ConsumerRegistration
+from bifrost.context import DispatchContext
+from bifrost.dispatch import safe_name
+from bifrost.envelope import Envelope, parse_envelope
+from bifrost.errors import (
+    MalformedEnvelope,
+    PayloadTooLarge,
+    Unauthenticated,
+    UnknownVerb,
+    render_error,
+)
+from bifrost.memory.dispatch import dispatch_memory_call, memory_handshake
+from bifrost.memory.protocol import MemoryDataStore
+from bifrost.reference_server.verifier import Claims
+
+__all__ = ["AppHooks", "CallRecord", "TokenVerifier", "build_affect_app", "build_memory_app"]
+
+_log = logging.getLogger("bifrost.consumer")
+
+Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
+_Dispatch = Callable[[Any, Envelope, DispatchContext], Any]
+
+
+class TokenVerifier(Protocol):
+    def verify(self, token: str, *, body: bytes, plane: str, verb: str | None) -> Claims: ...
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What ``AppHooks.on_call`` receives after each call (no content)."""
+
+    plane: str
+    route: str
+    verb: str | None
+    call_id: str | None
+    status: int
+    error_code: str | None
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class AppHooks:
+    """Optional callbacks. ``on_startup`` / ``on_shutdown`` callables may be sync
+    or async and run in the app's lifespan; ``on_call`` runs after every call
+    (errors in it are logged and swallowed)."""
+
+    on_startup: Sequence[Callable[[], Any]] = ()
+    on_shutdown: Sequence[Callable[[], Any]] = ()
+    on_call: Callable[[CallRecord], None] | None = None
+
+
+@dataclass
+class _Plane:
+    name: str
+    store: Any
+    verifier: TokenVerifier
+    registration: ConsumerRegistration
+    dispatch: _Dispatch
+    handshake: _Dispatch
+    hooks: AppHooks = field(default_factory=AppHooks)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            raise MalformedEnvelope("invalid Content-Length") from None
+        if declared > limit:
+            raise PayloadTooLarge(f"body larger than {limit} bytes")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise PayloadTooLarge(f"body larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization")
+    if header is None:
+        raise Unauthenticated("token missing")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("authorization must be a Bearer token")
+    return token.strip()
+
+
+def _json_response(status: int, payload: Mapping[str, Any]) -> Response:
+    content = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Response(content.encode("utf-8"), status_code=status, media_type="application/json")
+
+
+class _Handled:
+    """Mutable per-call facts the sync pipeline reports back for logging."""
+
+    call_id: str | None = None
+    verb: str | None = None
+
+
+def _pipeline(plane: _Plane, body: bytes, token: str, handshake: bool, facts: _Handled) -> Any:
+    claims = plane.verifier.verify(token, body=body, plane=plane.name, verb=None)
+    env = parse_envelope(body)
+    facts.call_id, facts.verb = env.call_id, env.verb
+    if env.verb != claims.verb:
+        raise Unauthenticated("token minted for another verb")
+    ctx = claims.context(env.call_id)
+    ctx = DispatchContext(
+        actor=ctx.actor,
+        scope=ctx.scope,
+        call_id=ctx.call_id,
+        plane=plane.name,
+        verb=env.verb,
+        consumer_id=plane.registration.consumer_id,
+        token_id=ctx.token_id,
+    )
+    if handshake:
+        if env.verb != "handshake":
+            raise UnknownVerb("the handshake route serves only the handshake verb")
+        return plane.handshake(plane.store, env, ctx)
+    return plane.dispatch(plane.store, env, ctx)
+
+
+def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitable[Response]]:
+    route = "handshake" if handshake else f"{plane.name}-call"
+
+    async def endpoint(request: Request) -> Response:
+        start = time.perf_counter()
+        facts = _Handled()
+        code: str | None = None
+        try:
+            body = await _read_body(request, plane.registration.max_body_bytes)
+            token = _bearer(request)
+            result = await anyio.to_thread.run_sync(_pipeline, plane, body, token, handshake, facts)
+            status, payload = 200, {"ok": True, "call_id": facts.call_id, "result": result}
+            response = _json_response(status, payload)
+        except Exception as exc:  # the single error rendering point
+            status, payload = render_error(exc, plane=plane.name, call_id=facts.call_id)
+            code = payload["error"]["code"]
+            try:
+                response = _json_response(status, payload)
+            except ValueError:  # pragma: no cover - error bodies are plain data
+                status, payload = render_error(RuntimeError(), plane=None, call_id=None)
+                response = _json_response(status, payload)
+        duration = time.perf_counter() - start
+        verb = safe_name(facts.verb) if facts.verb is not None else None
+        _log.info(
+            "bifrost call plane=%s route=%s verb=%s call_id=%s status=%d code=%s duration_ms=%.1f",
+            plane.name,
+            route,
+            verb,
+            facts.call_id,
+            status,
+            code,
+            duration * 1000,
+        )
+        if plane.hooks.on_call is not None:
+            try:
+                plane.hooks.on_call(
+                    CallRecord(plane.name, route, verb, facts.call_id, status, code, duration)
+                )
+            except Exception as exc:
+                _log.warning("on_call hook failed type=%s", type(exc).__name__)
+        return response
+
+    return endpoint
+
+
+async def _run_hooks(hooks: Sequence[Callable[[], Any]]) -> None:
+    for hook in hooks:
+        out = hook()
+        if inspect.isawaitable(out):
+            await out
+
+
+def _lifespan(hooks: AppHooks, inner: Lifespan | None) -> Lifespan:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[Any]:
+        await _run_hooks(hooks.on_startup)
+        try:
+            if inner is None:
+                yield None
+            else:
+                async with inner(app) as state:
+                    yield state
+        finally:
+            await _run_hooks(hooks.on_shutdown)
+
+    return lifespan
+
+
+def _build(plane: _Plane, lifespan: Lifespan | None, maintenance_store: Any) -> Starlette:
+    if plane.name not in plane.registration.planes:
+        raise ValueError(f"registration does not declare the {plane.name} plane")
+    if not callable(getattr(plane.verifier, "verify", None)):
+        raise TypeError("verifier must have a verify() method (e.g. JwtVerifier)")
+    app = Starlette(
+        routes=[
+            Route("/bifrost/handshake", _endpoint(plane, handshake=True), methods=["POST"]),
+            Route(
+                f"/bifrost/{plane.name}-call", _endpoint(plane, handshake=False), methods=["POST"]
+            ),
+        ],
+        lifespan=_lifespan(plane.hooks, lifespan),
+    )
+    app.state.bifrost_plane = plane.name
+    app.state.bifrost_store = plane.store
+    app.state.bifrost_maintenance_store = maintenance_store
+    return app
+
+
+def build_memory_app(
+    store: MemoryDataStore,
+    verifier: TokenVerifier,
+    registration: ConsumerRegistration,
+    maintenance_store: Any = None,
+    hooks: AppHooks | None = None,
+    *,
+    lifespan: Lifespan | None = None,
+) -> Starlette:
+    """The memory plane app. ``store`` is required (INV-008): ``None`` or an
+    object lacking the ``MemoryDataStore`` methods → ``TypeError``.
+    ``maintenance_store`` is kept on ``app.state`` only: no maintenance verb is
+    served by this version (they answer ``memory.unsupported_verb``)."""
+    if store is None:
+        raise TypeError("build_memory_app requires a store (INV-008)")
+    if not isinstance(store, MemoryDataStore):
+        raise TypeError("store does not implement MemoryDataStore")
+    return _build(
+        _Plane(
+            "memory",
+            store,
+            verifier,
+            registration,
+            dispatch_memory_call,
+            memory_handshake,
+            hooks or AppHooks(),
+        ),
+        lifespan,
+        maintenance_store,
+    )
+
+
+def build_affect_app(
+    store: AffectDataStore,
+    verifier: TokenVerifier,
+    registration: ConsumerRegistration,
+    maintenance_store: Any = None,
+    hooks: AppHooks | None = None,
+    *,
+    lifespan: Lifespan | None = None,
+) -> Starlette:
+    """The affect plane app; same contract as :func:`build_memory_app`."""
+    if store is None:
+        raise TypeError("build_affect_app requires a store")
+    if not isinstance(store, AffectDataStore):
+        raise TypeError("store does not implement AffectDataStore")
+    return _build(
+        _Plane(
+            "affect",
+            store,
+            verifier,
+            registration,
+            dispatch_affect_call,
+            affect_handshake,
+            hooks or AppHooks(),
+        ),
+        lifespan,
+        maintenance_store,
+    )
