@@ -1,1 +1,11 @@
-"""Placeholder; filled in by its issue."""
+"""Ratatoskr's affect plane: a blind SQLite conduit for Worldtree's affect state.
+
+``open_affect_store(db_path)`` returns a store implementing bifrost's
+``AffectDataStore`` (every revision of a key kept as history until the key is
+deleted); ``build_affect_provider_app(store, heimdall_key)`` hands it to
+bifrost's affect app.
+"""
+
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+
+__all__ = ["RatatoskrAffectStore", "open_affect_store"]

@@ -1,0 +1,161 @@
+"""Keyset pages of ``list`` under a scope filter, driven by the ``affect_scope`` index.
+
+A filter ``scope_all`` / ``scope_any`` is rewritten as a union of
+conjunctions (``scope_all ∪ member`` for each compatible member of
+``scope_any``; just ``scope_all`` when ``scope_any`` is empty or has a member
+already implied by it). Each non-empty conjunction is walked in key order from
+the ``affect_scope`` rows of its *driving* axis — the one with the fewest rows
+after the cursor, counted up to a bound — and the other axes are probed by
+primary key. Every conjunction yields at most ``limit + 1`` keys after the
+cursor; merging them (deduplicated) gives the page's keys plus one to tell
+whether more follow. An empty conjunction walks ``affect_current`` itself.
+
+The page's records are then read in the same snapshot and checked once more
+with bifrost's ``matches_scope`` on the decoded stored scope — the
+authoritative rule; the index only decides which keys are looked at. The
+cursor is the last key of the page, so writes between pages can neither
+repeat nor skip a key that stays in scope.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any
+
+import apsw
+from bifrost.scope import matches_scope
+from ratatoskr.sqlite import codec
+
+# Rows counted per axis when choosing the driving axis: enough to tell a
+# selective axis from a broad one, cheap enough to do for every list call.
+_SELECTIVITY_PROBE = 1024
+_SQL_CHUNK = 500
+
+
+def conjunctions(
+    scope_all: dict[str, str], scope_any: list[dict[str, str]]
+) -> list[dict[str, str]]:
+    """The filter as a union of conjunctions (``[]`` = nothing can match)."""
+    if not scope_any:
+        return [dict(scope_all)]
+    out: list[dict[str, str]] = []
+    for member in scope_any:
+        merged = dict(scope_all)
+        if any(merged.get(axis, value) != value for axis, value in member.items()):
+            continue  # contradicts scope_all: this member can never match
+        merged.update(member)
+        if merged == scope_all:
+            return [dict(scope_all)]  # a member implied by scope_all matches everything it does
+        if merged not in out:
+            out.append(merged)
+    return out
+
+
+def _driving_axis(conn: apsw.Connection, conj: dict[str, str], after: str) -> str:
+    if len(conj) == 1:
+        return next(iter(conj))
+    best: tuple[int, str] | None = None
+    for axis, value in sorted(conj.items()):
+        count = int(
+            conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM affect_scope"
+                " WHERE axis = ? AND value = ? AND key > ? LIMIT ?)",
+                (axis, value, after, _SELECTIVITY_PROBE),
+            ).fetchall()[0][0]  # type: ignore[arg-type]
+        )
+        if best is None or count < best[0]:
+            best = (count, axis)
+    assert best is not None
+    return best[1]
+
+
+def _conjunction_keys(
+    conn: apsw.Connection, conj: dict[str, str], after: str, want: int
+) -> list[str]:
+    """The first ``want`` keys after ``after`` whose current scope contains ``conj``."""
+    if not conj:
+        rows = conn.execute(
+            "SELECT key FROM affect_current WHERE key > ? ORDER BY key LIMIT ?", (after, want)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+    drive = _driving_axis(conn, conj, after)
+    sql = ["SELECT s.key FROM affect_scope AS s WHERE s.axis = ? AND s.value = ? AND s.key > ?"]
+    params: list[Any] = [drive, conj[drive], after]
+    for axis, value in sorted(conj.items()):
+        if axis == drive:
+            continue
+        sql.append(
+            " AND EXISTS (SELECT 1 FROM affect_scope AS t"
+            " WHERE t.axis = ? AND t.value = ? AND t.key = s.key)"
+        )
+        params += [axis, value]
+    sql.append(" ORDER BY s.key LIMIT ?")
+    params.append(want)
+    return [str(r[0]) for r in conn.execute("".join(sql), params).fetchall()]
+
+
+def _merge_unique(streams: Iterable[list[str]], want: int) -> list[str]:
+    out: list[str] = []
+    for key in heapq.merge(*streams):
+        if out and out[-1] == key:
+            continue
+        out.append(key)
+        if len(out) == want:
+            break
+    return out
+
+
+def list_page(
+    conn: apsw.Connection,
+    *,
+    scope_all: dict[str, str],
+    scope_any: list[dict[str, str]],
+    limit: int,
+    after_key: str | None,
+) -> dict[str, Any]:
+    """One ``list`` page, read inside the caller's snapshot ``conn``.
+
+    Keys are compared as SQLite ``BINARY`` text (UTF-8 bytes), which orders
+    exactly like Python ``str`` comparison (code points) for valid keys.
+    """
+    # "" sorts before every key (keys are non-empty), so it stands for "from the start".
+    after = "" if after_key is None else after_key
+    want = limit + 1
+    keys = _merge_unique(
+        (_conjunction_keys(conn, c, after, want) for c in conjunctions(scope_all, scope_any)),
+        want,
+    )
+    page, more = keys[:limit], len(keys) > limit
+    rows = fetch_current(conn, page)
+    items: list[dict[str, Any]] = []
+    for key in page:
+        row = rows.get(key)
+        if row is None:
+            continue
+        record, scope, revision, recorded_at = row
+        if matches_scope(scope, scope_all, scope_any):
+            items.append({**record, "revision": revision, "recorded_at": recorded_at})
+    return {"items": items, "next_after_key": page[-1] if more else None}
+
+
+def fetch_current(
+    conn: apsw.Connection, keys: list[str]
+) -> dict[str, tuple[dict[str, Any], dict[str, str], int, str]]:
+    """Current ``(record, scope, revision, recorded_at)`` of the keys that exist."""
+    out: dict[str, tuple[dict[str, Any], dict[str, str], int, str]] = {}
+    for start in range(0, len(keys), _SQL_CHUNK):
+        part = keys[start : start + _SQL_CHUNK]
+        marks = ",".join("?" * len(part))
+        for key, record_json, scope_json, revision, recorded_at in conn.execute(
+            "SELECT key, record_json, scope_json, revision, recorded_at FROM affect_current"
+            f" WHERE key IN ({marks})",
+            part,
+        ):
+            out[str(key)] = (
+                codec.loads(str(record_json)),
+                codec.loads(str(scope_json)),
+                int(revision),
+                str(recorded_at),
+            )
+    return out

@@ -1,0 +1,341 @@
+"""The durable affect store: keyed affect state with every revision kept, in SQLite.
+
+Implements bifrost's ``AffectDataStore`` exactly. Every rule of the plane
+(record shape, reserved fields, limits, idempotency ids and digests, paging
+arguments) comes from ``bifrost.affect``, the same code the reference
+``InMemoryAffectStore`` runs; this module owns only persistence. The store
+reads ``key`` and ``scope`` of a record and nothing else; the rest is kept as
+compact JSON and handed back equal.
+
+A ``put_many`` is one ``BEGIN IMMEDIATE`` transaction: ledger lookup →
+revision checks → history rows, current rows, scope-index rows → ledger
+entry. It commits whole or not at all, so a replay sees all of the first call
+or none of it, and a crash never leaves part of a batch.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import apsw
+from bifrost.affect.protocol import AFFECT_CAPABILITIES
+from bifrost.affect.validation import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PAGE,
+    ValidatedAffect,
+    validate_history,
+    validate_key,
+    validate_keys,
+    validate_list,
+    validate_put,
+)
+from bifrost.context import DispatchContext
+from bifrost.errors import IdempotencyConflict, RevisionMismatch
+from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
+from bifrost.memory.validation import validate_expected_revisions
+from ratatoskr.affect.listing import fetch_current, list_page
+from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
+from ratatoskr.sqlite import ConnectionOptions, Database, codec
+
+__all__ = ["RatatoskrAffectStore", "open_affect_store", "rfc3339"]
+
+_SQL_CHUNK = 500
+# Module-level because the class's ``list`` verb shadows the builtin inside it.
+_Rows = list[tuple[Any, ...]]
+# Expired ledger entries dropped per write: keeps the ledger bounded without a
+# sweeper thread, at a cost of one indexed range delete per call.
+_PRUNE_PER_WRITE = 64
+
+
+def rfc3339(ts: float) -> str:
+    """UTC RFC 3339 with microseconds and a ``Z`` suffix (the reference store's format)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _scope_json(scope: dict[str, str]) -> str:
+    return codec.dumps(dict(sorted(scope.items())))
+
+
+class RatatoskrAffectStore:
+    """An affect store over one database file (or ``":memory:"``)."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_page: int = DEFAULT_MAX_PAGE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_batch < 1 or max_page < 1:
+            raise ValueError("max_batch and max_page must be positive")
+        self._db = db
+        self.max_batch = max_batch
+        self.max_page = max_page
+        self._clock = clock
+
+    # -- descriptors -----------------------------------------------------------------
+
+    def describe_store(self) -> dict[str, Any]:
+        """Exactly the affect capability dict of the spec."""
+        return copy.deepcopy(AFFECT_CAPABILITIES)
+
+    def health(self) -> dict[str, Any]:
+        """Static facts plus a round trip to the database; never counts of data.
+
+        Raises StorageError subclasses when the database cannot be read.
+        """
+        with self._db.read() as conn:
+            conn.execute("SELECT 1").fetchall()
+        return {
+            "status": "ok",
+            "plane": PLANE,
+            "max_batch": self.max_batch,
+            "max_page": self.max_page,
+        }
+
+    # -- writes ----------------------------------------------------------------------
+
+    def put_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Append the next revision of every record's key, atomically and idempotently.
+
+        Returns ``{"written": N, "replayed": bool}``. Raises InvalidArguments,
+        IdempotencyConflict (same actor and key, other payload), RevisionMismatch
+        (first failing key of ``expected_revisions``, in its order); on any error
+        nothing is written.
+        """
+        items = validate_put(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            max_batch=self.max_batch,
+        )
+        expected = validate_expected_revisions(expected_revisions, {it.key for it in items})
+        digest = request_digest(records, expected_revisions)
+        ledger_id = idempotency_id("put_many", ctx.actor, idempotency_key)
+        ttl = ttl_seconds(idempotency_class)
+        with self._db.write() as conn:
+            now = self._clock()
+            entry = LEDGER.lookup(conn, ledger_id, now=now)
+            if entry is not None:
+                if entry.digest != digest:
+                    raise IdempotencyConflict("idempotency key reused with a different request")
+                return {**entry.result, "replayed": True}
+            heads = self._heads(conn, [it.key for it in items])
+            for key, wanted in expected.items():
+                actual = heads[key][0] if key in heads else 0
+                if actual != wanted:
+                    raise RevisionMismatch(key, wanted, actual)
+            if items:
+                self._write(conn, items, heads, rfc3339(now))
+            LEDGER.prune(conn, now=now, limit=_PRUNE_PER_WRITE)
+            result: dict[str, Any] = {"written": len(items), "replayed": False}
+            LEDGER.record(conn, ledger_id, digest=digest, result=result, expires_at=now + ttl)
+        return dict(result)
+
+    @staticmethod
+    def _write(
+        conn: apsw.Connection,
+        items: list[ValidatedAffect],
+        heads: dict[str, tuple[int, str]],
+        stamp: str,
+    ) -> None:
+        history: list[tuple[Any, ...]] = []
+        current: list[tuple[Any, ...]] = []
+        scope_del: list[tuple[str, str, str]] = []
+        scope_add: list[tuple[str, str, str]] = []
+        for it in items:
+            record_json = codec.dumps(it.record)
+            scope_json = _scope_json(it.scope)
+            old = heads.get(it.key)
+            revision = old[0] + 1 if old else 1
+            history.append((it.key, revision, record_json, stamp))
+            current.append((it.key, record_json, scope_json, revision, stamp))
+            if old is None or old[1] != scope_json:
+                if old is not None:
+                    old_scope: dict[str, str] = codec.loads(old[1])
+                    scope_del += [(a, v, it.key) for a, v in old_scope.items()]
+                scope_add += [(a, v, it.key) for a, v in it.scope.items()]
+        conn.executemany(
+            "INSERT INTO affect_history (key, revision, record_json, recorded_at)"
+            " VALUES (?, ?, ?, ?)",
+            history,
+        )
+        conn.executemany(
+            "INSERT INTO affect_current (key, record_json, scope_json, revision, recorded_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+            " record_json = excluded.record_json, scope_json = excluded.scope_json,"
+            " revision = excluded.revision, recorded_at = excluded.recorded_at",
+            current,
+        )
+        if scope_del:
+            conn.executemany(
+                "DELETE FROM affect_scope WHERE axis = ? AND value = ? AND key = ?", scope_del
+            )
+        if scope_add:
+            conn.executemany(
+                "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope_add
+            )
+
+    def delete_many(self, keys: list[str]) -> dict[str, Any]:
+        """Erase the current state and all history of each key, in one transaction.
+
+        Returns ``{"deleted": N}``, N the distinct keys that existed. Raises InvalidArguments.
+        """
+        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
+        with self._db.write() as conn:
+            heads = self._heads(conn, wanted)
+            if heads:
+                rows = [(k,) for k in heads]
+                conn.executemany("DELETE FROM affect_history WHERE key = ?", rows)
+                conn.executemany("DELETE FROM affect_current WHERE key = ?", rows)
+                scope_rows = [
+                    (axis, value, key)
+                    for key, (_rev, scope_json) in heads.items()
+                    for axis, value in codec.loads(scope_json).items()
+                ]
+                conn.executemany(
+                    "DELETE FROM affect_scope WHERE axis = ? AND value = ? AND key = ?",
+                    scope_rows,
+                )
+        return {"deleted": len(heads)}
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The current record plus ``revision`` and ``recorded_at``, or None.
+
+        Raises InvalidArguments.
+        """
+        k = validate_key(key)
+        with self._db.read() as conn:
+            found = fetch_current(conn, [k])
+        hit = found.get(k)
+        return None if hit is None else {**hit[0], "revision": hit[2], "recorded_at": hit[3]}
+
+    def get_many(self, keys: list[str]) -> list[dict[str, Any]]:
+        """Found current records in the order asked, duplicates once. Raises InvalidArguments."""
+        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
+        with self._db.read() as conn:
+            found = fetch_current(conn, wanted)
+        return [
+            {**found[k][0], "revision": found[k][2], "recorded_at": found[k][3]}
+            for k in wanted
+            if k in found
+        ]
+
+    def history(
+        self, key: str, *, limit: int | None = None, before_revision: int | None = None
+    ) -> dict[str, Any]:
+        """Revisions of ``key`` newest first, keyset-paged by ``before_revision``.
+
+        Returns ``{"items", "next_before_revision"}``; the cursor is the oldest
+        revision of the page when older ones exist. New revisions are always
+        higher, so concurrent writes never shift a page. Raises InvalidArguments.
+        """
+        q = validate_history(key, limit, before_revision, max_page=self.max_page)
+        # Revisions are >= 1, so "before" a huge revision means "from the newest".
+        before = q.before_revision if q.before_revision is not None else 2**62
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT revision, record_json, recorded_at FROM affect_history"
+                " WHERE key = ? AND revision < ? ORDER BY revision DESC LIMIT ?",
+                (q.key, before, q.limit + 1),
+            ).fetchall()
+        page = rows[: q.limit]
+        items = [
+            {**codec.loads(str(rj)), "revision": int(rev), "recorded_at": str(at)}  # type: ignore[arg-type]
+            for rev, rj, at in page
+        ]
+        more = len(rows) > q.limit
+        return {"items": items, "next_before_revision": items[-1]["revision"] if more else None}
+
+    def list(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        limit: int | None = None,
+        after_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Current records in scope by key ascending, keyset-paged by ``after_key``.
+
+        Returns ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
+        """
+        q = validate_list(scope_all, scope_any, limit, after_key, max_page=self.max_page)
+        with self._db.read() as conn:
+            return list_page(
+                conn,
+                scope_all=q.scope_all,
+                scope_any=q.scope_any,
+                limit=q.limit,
+                after_key=q.after_key,
+            )
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database; idempotent. Later calls raise StorageUnavailable."""
+        self._db.close()
+
+    @property
+    def database(self) -> Database:
+        return self._db
+
+    def dump(self) -> dict[str, _Rows]:
+        """Every row of every affect table, sorted (for operators' checks and tests)."""
+        with self._db.read() as conn:
+            return {
+                t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in TABLES
+            }
+
+    @staticmethod
+    def _heads(conn: apsw.Connection, keys: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``key → (revision, scope_json)`` of the keys that exist."""
+        out: dict[str, tuple[int, str]] = {}
+        for start in range(0, len(keys), _SQL_CHUNK):
+            part = tuple(keys[start : start + _SQL_CHUNK])
+            marks = ",".join("?" * len(part))
+            for key, revision, scope_json in conn.execute(
+                f"SELECT key, revision, scope_json FROM affect_current WHERE key IN ({marks})",
+                part,
+            ):
+                out[str(key)] = (int(revision), str(scope_json))
+        return out
+
+
+def open_affect_store(
+    db_path: str,
+    *,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_page: int = DEFAULT_MAX_PAGE,
+    clock: Callable[[], float] = time.time,
+    options: ConnectionOptions | None = None,
+) -> RatatoskrAffectStore:
+    """Open (creating the schema on first use) the affect store at ``db_path``.
+
+    ``":memory:"`` gives a private in-memory database. Raises ValueError for
+    non-positive limits and StorageError subclasses (StorageUnavailable,
+    StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable files.
+    """
+    if max_batch < 1 or max_page < 1:
+        raise ValueError("max_batch and max_page must be positive")
+    db = Database(db_path, plane=PLANE, migrations=MIGRATIONS, options=options)
+    try:
+        return RatatoskrAffectStore(db, max_batch=max_batch, max_page=max_page, clock=clock)
+    except BaseException:
+        db.close()
+        raise
