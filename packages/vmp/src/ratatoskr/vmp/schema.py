@@ -1,0 +1,52 @@
+"""The VMP plane's tables, as an append-only list of migrations.
+
+``vmp_records``: one row per record; ``vector`` is the Q16.16 values as
+little-endian int32 (``dim * 4`` bytes); ``tags`` / ``metadata`` canonical JSON
+or NULL. ``vmp_nodes``: document (kind 0) and chunk (kind 1) nodes; a chunk
+node names its record. ``vmp_edges``: one PARENT_OF edge (kind 1) from a
+document to each of its chunks. ``vmp_state``: one row of counters — the next
+record and node ids (logical state, snapshotted and hashed) and ``epoch``,
+which is not state: it changes whenever a restore replaces the state, so
+caches of the vectors know to reload.
+"""
+
+from __future__ import annotations
+
+from ratatoskr.sqlite import Migration
+
+PLANE = "vmp"
+
+NODE_DOCUMENT = 0
+NODE_CHUNK = 1
+EDGE_PARENT_OF = 1
+
+_INITIAL = f"""
+CREATE TABLE vmp_records (
+    record_id INTEGER PRIMARY KEY CHECK (record_id >= 0),
+    vector BLOB NOT NULL,
+    tags TEXT,
+    metadata TEXT
+);
+CREATE TABLE vmp_nodes (
+    node_id INTEGER PRIMARY KEY CHECK (node_id >= 0),
+    kind INTEGER NOT NULL CHECK (kind IN ({NODE_DOCUMENT}, {NODE_CHUNK})),
+    record_id INTEGER UNIQUE,
+    metadata TEXT,
+    CHECK ((kind = {NODE_CHUNK}) = (record_id IS NOT NULL))
+);
+CREATE TABLE vmp_edges (
+    src INTEGER NOT NULL,
+    dst INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    PRIMARY KEY (src, dst, kind)
+) WITHOUT ROWID;
+CREATE TABLE vmp_state (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    next_record_id INTEGER NOT NULL,
+    next_node_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL
+);
+INSERT INTO vmp_state (id, next_record_id, next_node_id, epoch) VALUES (0, 0, 0, 0);
+"""
+
+MIGRATIONS = [Migration(1, "vmp records, nodes, edges and counters", _INITIAL)]

@@ -1,0 +1,443 @@
+"""The VMP store: records, document/chunk nodes, edges and metadata in SQLite.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction of the shared
+:class:`ratatoskr.sqlite.Database` (record + nodes + edge + metadata + counters,
+all or nothing). Searches answer from an in-memory copy of the vectors
+(:mod:`ratatoskr.vmp.index`), kept in step with the file: a write appends its
+row after commit, and every search reads the counters inside its read
+transaction and loads whatever rows it lacks (written by another process) or
+reloads everything when a restore changed the epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import apsw
+import numpy as np
+from ratatoskr.sqlite import (
+    ConnectionOptions,
+    Database,
+    MetaSetting,
+    StorageError,
+    StorageFull,
+    codec,
+)
+from ratatoskr.vmp.canonical import canonical_json
+from ratatoskr.vmp.errors import (
+    CapacityExceeded,
+    InternalError,
+    InvalidArgument,
+    NotFound,
+    VmpError,
+)
+from ratatoskr.vmp.fixedpoint import MAX_DIM, score_of, to_fixed_vector
+from ratatoskr.vmp.index import ExactIndex, IndexView, Int32Matrix
+from ratatoskr.vmp.schema import (
+    EDGE_PARENT_OF,
+    MIGRATIONS,
+    NODE_CHUNK,
+    NODE_DOCUMENT,
+    PLANE,
+)
+from ratatoskr.vmp.snapshot import (
+    EdgeRow,
+    NodeRow,
+    RecordRow,
+    VmpState,
+    decode_snapshot,
+    encode_snapshot,
+    state_hash,
+)
+
+MAX_K = 1000
+MAX_U32 = 0xFFFFFFFF
+# Nodes are u32 and an upsert may add two of them, so records stay below 2**31.
+MAX_RECORDS_LIMIT = 2**31 - 1
+DEFAULT_DIM = 16
+DEFAULT_MAX_RECORDS = 1_000_000
+
+_TARGET = re.compile(r"(rec|node):(0|[1-9][0-9]{0,9})")
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What an upsert assigned."""
+
+    record_id: int
+    document_node_id: int
+    chunk_node_id: int
+
+    @property
+    def memory_id(self) -> str:
+        return f"rec:{self.record_id}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire shape of ``mem.upsert_vector``."""
+        return {
+            "memory_id": self.memory_id,
+            "record_id": self.record_id,
+            "document_node_id": self.document_node_id,
+            "chunk_node_id": self.chunk_node_id,
+        }
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result; ``squared_distance`` is exact, in squared Q16.16 units."""
+
+    record_id: int
+    squared_distance: int
+    metadata: Any
+
+    @property
+    def memory_id(self) -> str:
+        return f"rec:{self.record_id}"
+
+    @property
+    def score(self) -> float:
+        """The squared L2 distance in real units (``squared_distance / 2**32``)."""
+        return score_of(self.squared_distance)
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire shape of one ``mem.search_vector`` result."""
+        return {
+            "memory_id": self.memory_id,
+            "record_id": self.record_id,
+            "score": self.score,
+            "metadata": self.metadata,
+        }
+
+
+def parse_target(target_id: object) -> tuple[str, int] | None:
+    """``"rec:N"`` / ``"node:N"`` (N a canonical decimal u32) as (kind, N); None otherwise."""
+    if not isinstance(target_id, str):
+        return None
+    match = _TARGET.fullmatch(target_id)
+    if match is None:
+        return None
+    number = int(match.group(2))
+    return (match.group(1), number) if number <= MAX_U32 else None
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """Storage failures as VMP errors (their messages are content-free already)."""
+    try:
+        yield
+    except VmpError:
+        raise
+    except StorageFull as exc:
+        raise CapacityExceeded("storage is full") from exc
+    except StorageError as exc:
+        raise InternalError(f"storage error: {exc.message}") from exc
+
+
+class VmpStore:
+    """One VMP memory. Thread-safe; use :func:`open_vmp_store` to get one."""
+
+    def __init__(self, db: Database, *, dim: int, max_records: int) -> None:
+        self._db = db
+        self.dim = dim
+        self.max_records = max_records
+        self._index = ExactIndex(dim)
+        with _storage_errors(), self._db.read() as conn:
+            self._view(conn)  # load the vectors now rather than on the first search
+
+    # -- context management -------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database; later calls fail with INTERNAL_ERROR. Idempotent."""
+        self._db.close()
+        self._index.invalidate()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- writes ---------------------------------------------------------------
+
+    def upsert_vector(
+        self,
+        vector: Sequence[float],
+        *,
+        attach_to_document_node: int | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Any = None,
+    ) -> UpsertResult:
+        """Store one vector as a new record with a chunk node, in one transaction.
+
+        Without ``attach_to_document_node`` a new document node is created first.
+        Raises DimMismatch (length ≠ dim), InvalidArgument (types, range),
+        NotFound (``attach_to_document_node`` is not a document node; nothing is
+        written), CapacityExceeded (``max_records`` reached or disk full).
+        """
+        fixed = to_fixed_vector(vector, self.dim)
+        document = _check_u32(attach_to_document_node, "attach_to_document_node")
+        tags_json = _tags_json(tags)
+        metadata_json = None if metadata is None else canonical_json(metadata)
+        blob = np.asarray(fixed, dtype="<i4").tobytes()
+        with _storage_errors(), self._db.write() as conn:
+            next_record, next_node, epoch = _counters(conn)
+            if next_record >= self.max_records:
+                raise CapacityExceeded(f"the store holds its maximum of {self.max_records} records")
+            if document is None:
+                document, chunk, new_next_node = next_node, next_node + 1, next_node + 2
+            else:
+                if _node_kind(conn, document) != NODE_DOCUMENT:
+                    raise NotFound(f"document node {document} does not exist")
+                chunk, new_next_node = next_node, next_node + 1
+            if new_next_node > MAX_U32:
+                raise CapacityExceeded("node ids are exhausted")
+            if document == next_node:
+                conn.execute(
+                    "INSERT INTO vmp_nodes (node_id, kind, record_id, metadata)"
+                    " VALUES (?, ?, NULL, NULL)",
+                    (document, NODE_DOCUMENT),
+                )
+            conn.execute(
+                "INSERT INTO vmp_records (record_id, vector, tags, metadata) VALUES (?, ?, ?, ?)",
+                (next_record, blob, tags_json, metadata_json),
+            )
+            conn.execute(
+                "INSERT INTO vmp_nodes (node_id, kind, record_id, metadata) VALUES (?, ?, ?, NULL)",
+                (chunk, NODE_CHUNK, next_record),
+            )
+            conn.execute(
+                "INSERT INTO vmp_edges (src, dst, kind) VALUES (?, ?, ?)",
+                (document, chunk, EDGE_PARENT_OF),
+            )
+            conn.execute(
+                "UPDATE vmp_state SET next_record_id = ?, next_node_id = ? WHERE id = 0",
+                (next_record + 1, new_next_node),
+            )
+        self._index.append_if_next(epoch, next_record, fixed)
+        return UpsertResult(next_record, document, chunk)
+
+    def set_metadata(self, target_id: str, metadata: Any) -> None:
+        """Replace the metadata of ``rec:N`` or ``node:N`` (None clears it).
+
+        Raises InvalidArgument (malformed target or metadata), NotFound (no such record/node).
+        """
+        target = parse_target(target_id)
+        if target is None:
+            raise InvalidArgument('target_id must be "rec:<id>" or "node:<id>"')
+        text = None if metadata is None else canonical_json(metadata)
+        kind, number = target
+        table, column = ("vmp_records", "record_id") if kind == "rec" else ("vmp_nodes", "node_id")
+        with _storage_errors(), self._db.write() as conn:
+            conn.execute(f"UPDATE {table} SET metadata = ? WHERE {column} = ?", (text, number))
+            if conn.changes() != 1:
+                raise NotFound(f"{kind}:{number} does not exist")
+
+    def restore(self, blob: bytes) -> None:
+        """Replace the whole state by the snapshot ``blob``, atomically.
+
+        The blob is validated completely first. Raises InvalidArgument (corrupt,
+        truncated, foreign, other dim), CapacityExceeded (more records than
+        ``max_records``); on any error the current state is untouched.
+        """
+        if not isinstance(blob, bytes | bytearray | memoryview):
+            raise InvalidArgument("a snapshot is a byte string")
+        state = decode_snapshot(bytes(blob), dim=self.dim)
+        if len(state.records) > self.max_records:
+            raise CapacityExceeded(
+                f"the snapshot holds more than this store's maximum of {self.max_records} records"
+            )
+        with _storage_errors(), self._db.write() as conn:
+            conn.execute("DELETE FROM vmp_edges; DELETE FROM vmp_nodes; DELETE FROM vmp_records;")
+            conn.executemany(
+                "INSERT INTO vmp_records (record_id, vector, tags, metadata) VALUES (?, ?, ?, ?)",
+                ((r.record_id, r.vector, r.tags, r.metadata) for r in state.records),
+            )
+            conn.executemany(
+                "INSERT INTO vmp_nodes (node_id, kind, record_id, metadata) VALUES (?, ?, ?, ?)",
+                ((n.node_id, n.kind, n.record_id, n.metadata) for n in state.nodes),
+            )
+            conn.executemany(
+                "INSERT INTO vmp_edges (src, dst, kind) VALUES (?, ?, ?)",
+                ((e.src, e.dst, e.kind) for e in state.edges),
+            )
+            conn.execute(
+                "UPDATE vmp_state SET next_record_id = ?, next_node_id = ?, epoch = epoch + 1"
+                " WHERE id = 0",
+                (state.next_record_id, state.next_node_id),
+            )
+        self._index.invalidate()
+
+    # -- reads ----------------------------------------------------------------
+
+    def search_vector(self, query_vector: Sequence[float], k: int) -> list[SearchHit]:
+        """The ``k`` nearest records by exact squared L2, ascending, ties by lower record_id.
+
+        Raises InvalidArgument (k not an integer in 1…1000, bad values), DimMismatch.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InvalidArgument(f"k must be an integer within 1…{MAX_K}")
+        fixed = to_fixed_vector(query_vector, self.dim)
+        with _storage_errors(), self._db.read() as conn:
+            top = self._view(conn).top_k(fixed, k)
+            if not top:
+                return []
+            ids = [record_id for record_id, _ in top]
+            marks = ",".join("?" * len(ids))
+            rows = conn.execute(
+                f"SELECT record_id, metadata FROM vmp_records WHERE record_id IN ({marks})", ids
+            ).fetchall()
+        metadata = {int(rid): _loads(text) for rid, text in rows}  # type: ignore[arg-type]
+        return [SearchHit(rid, dist, metadata.get(rid)) for rid, dist in top]
+
+    def get_metadata(self, target_id: str) -> Any:
+        """The metadata of ``rec:N`` / ``node:N``; None when unset, unknown or malformed."""
+        target = parse_target(target_id)
+        if target is None:
+            return None
+        kind, number = target
+        table, column = ("vmp_records", "record_id") if kind == "rec" else ("vmp_nodes", "node_id")
+        with _storage_errors(), self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT metadata FROM {table} WHERE {column} = ?", (number,)
+            ).fetchall()
+        return _loads(rows[0][0]) if rows else None
+
+    def snapshot(self) -> bytes:
+        """The snapshot bytes of the current state (see :mod:`ratatoskr.vmp.snapshot`)."""
+        with _storage_errors(), self._db.read() as conn:
+            state = self._read_state(conn)
+        return encode_snapshot(state)
+
+    def state_hash(self) -> str:
+        """SHA-256 hex of the logical state; equal before a snapshot and after its restore."""
+        with _storage_errors(), self._db.read() as conn:
+            state = self._read_state(conn)
+        return state_hash(state)
+
+    def record_count(self) -> int:
+        """How many records the store holds."""
+        with _storage_errors(), self._db.read() as conn:
+            return _counters(conn)[0]
+
+    def health(self) -> dict[str, Any]:
+        """The body of ``GET /health``."""
+        return {"status": "ok", "dim": self.dim, "records": self.record_count()}
+
+    # -- internals -----------------------------------------------------------
+
+    def _view(self, conn: apsw.Connection) -> IndexView:
+        next_record, _, epoch = _counters(conn)
+
+        def load(start: int, stop: int) -> Int32Matrix:
+            return self._load_rows(conn, start, stop)
+
+        return self._index.view(epoch, next_record, load)
+
+    def _load_rows(self, conn: apsw.Connection, start: int, stop: int) -> Int32Matrix:
+        rows = conn.execute(
+            "SELECT vector FROM vmp_records WHERE record_id >= ? AND record_id < ?"
+            " ORDER BY record_id",
+            (start, stop),
+        ).fetchall()
+        blob = b"".join(bytes(row[0]) for row in rows)  # type: ignore[arg-type]
+        return np.frombuffer(blob, dtype="<i4").astype(np.int32).reshape(-1, self.dim)
+
+    def _read_state(self, conn: apsw.Connection) -> VmpState:
+        next_record, next_node, _ = _counters(conn)
+        records = [
+            RecordRow(int(rid), bytes(vec), tags, meta)
+            for rid, vec, tags, meta in conn.execute(
+                "SELECT record_id, vector, tags, metadata FROM vmp_records ORDER BY record_id"
+            )
+        ]
+        nodes = [
+            NodeRow(int(nid), int(kind), None if rid is None else int(rid), meta)
+            for nid, kind, rid, meta in conn.execute(
+                "SELECT node_id, kind, record_id, metadata FROM vmp_nodes ORDER BY node_id"
+            )
+        ]
+        edges = [
+            EdgeRow(int(src), int(dst), int(kind))
+            for src, dst, kind in conn.execute(
+                "SELECT src, dst, kind FROM vmp_edges ORDER BY src, dst, kind"
+            )
+        ]
+        return VmpState(self.dim, next_record, next_node, records, nodes, edges)
+
+
+def _counters(conn: apsw.Connection) -> tuple[int, int, int]:
+    row = conn.execute(
+        "SELECT next_record_id, next_node_id, epoch FROM vmp_state WHERE id = 0"
+    ).fetchall()[0]
+    return int(row[0]), int(row[1]), int(row[2])  # type: ignore[arg-type]
+
+
+def _node_kind(conn: apsw.Connection, node_id: int) -> int | None:
+    rows = conn.execute("SELECT kind FROM vmp_nodes WHERE node_id = ?", (node_id,)).fetchall()
+    return int(rows[0][0]) if rows else None  # type: ignore[arg-type]
+
+
+def _loads(text: object) -> Any:
+    return None if text is None else codec.loads(str(text))
+
+
+def _check_u32(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_U32:
+        raise InvalidArgument(f"{name} must be an unsigned 32-bit integer")
+    return value
+
+
+def _tags_json(tags: object) -> str | None:
+    if tags is None:
+        return None
+    if not isinstance(tags, list | tuple) or not all(isinstance(tag, str) for tag in tags):
+        raise InvalidArgument("tags must be an array of strings")
+    return canonical_json(list(tags))
+
+
+def open_vmp_store(
+    db_path: str | os.PathLike[str],
+    *,
+    dim: int = DEFAULT_DIM,
+    max_records: int = DEFAULT_MAX_RECORDS,
+    options: ConnectionOptions | None = None,
+) -> VmpStore:
+    """Open (creating and migrating if needed) the VMP store at ``db_path`` (or ``":memory:"``).
+
+    ``dim`` is fixed when the file is created. Raises ValueError for a dim outside
+    1…4096 or max_records outside 1…2**31-1, and the ratatoskr.sqlite StorageError
+    types (SchemaMismatch when the file was created with another dim).
+    """
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM:
+        raise ValueError(f"dim must be an integer within 1…{MAX_DIM}")
+    if (
+        isinstance(max_records, bool)
+        or not isinstance(max_records, int)
+        or not 1 <= max_records <= MAX_RECORDS_LIMIT
+    ):
+        raise ValueError(f"max_records must be an integer within 1…{MAX_RECORDS_LIMIT}")
+    db = Database(
+        os.fspath(db_path),
+        plane=PLANE,
+        migrations=MIGRATIONS,
+        meta={"dim": MetaSetting(str(dim), "RATATOSKR_VMP_DIM")},
+        options=options,
+    )
+    try:
+        return VmpStore(db, dim=dim, max_records=max_records)
+    except BaseException:
+        db.close()
+        raise
