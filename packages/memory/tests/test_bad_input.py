@@ -148,12 +148,12 @@ CASES: dict[str, tuple[Callable[[RatatoskrMemoryStore], Any], type[BifrostError]
     "metadata_filter non-empty": (search(metadata_filter={"a": 1}), InvalidArguments),
     "include unknown key": (search(include={"content": False}), InvalidArguments),
     "include non-bool": (search(include={"embedding": "no"}), InvalidArguments),
-    "get id not a string": (lambda s: s.get(5), InvalidArguments),
+    "get id not a string": (lambda s: s.get(5), InvalidArguments),  # type: ignore[arg-type]
     "get empty id": (lambda s: s.get(""), InvalidArguments),
-    "get_many not a list": (lambda s: s.get_many("a"), InvalidArguments),
+    "get_many not a list": (lambda s: s.get_many("a"), InvalidArguments),  # type: ignore[arg-type]
     "get_many over max_batch": (lambda s: s.get_many(["a"] * 1001), InvalidArguments),
-    "delete_many not a list": (lambda s: s.delete_many("a"), InvalidArguments),
-    "delete_many bad id": (lambda s: s.delete_many(["a", 3]), InvalidArguments),
+    "delete_many not a list": (lambda s: s.delete_many("a"), InvalidArguments),  # type: ignore[arg-type]
+    "delete_many bad id": (lambda s: s.delete_many(["a", 3]), InvalidArguments),  # type: ignore[list-item]
     "delete_many over max_batch": (lambda s: s.delete_many(["a"] * 1001), InvalidArguments),
 }
 

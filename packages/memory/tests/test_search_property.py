@@ -38,9 +38,7 @@ def oracle_matches(
 ) -> bool:
     if any(scope.get(k) != v for k, v in s_all.items()):
         return False
-    if s_any and not any(all(scope.get(k) == v for k, v in m.items()) for m in s_any):
-        return False
-    return True
+    return not s_any or any(all(scope.get(k) == v for k, v in m.items()) for m in s_any)
 
 
 def cosine(a: list[int], b: list[int]) -> float:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
 
 WORKER = Path(__file__).with_name("concurrent_worker.py")
@@ -50,8 +51,6 @@ def test_two_processes_share_one_file(tmp_path: Path) -> None:
 
 
 def test_index_follows_writes_of_another_store_on_the_same_file(tmp_path: Path) -> None:
-    from bifrost.context import DispatchContext
-
     db = str(tmp_path / "two.db")
     a = open_memory_store(db, embedding_dim=2)
     b = open_memory_store(db, embedding_dim=2)

@@ -5,6 +5,7 @@ bifrost's ``MemoryDataStore``; ``build_memory_provider_app(store, heimdall_key)`
 hands it to bifrost's memory app.
 """
 
+from ratatoskr.memory.app import build_memory_provider_app
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 
-__all__ = ["RatatoskrMemoryStore", "open_memory_store"]
+__all__ = ["RatatoskrMemoryStore", "build_memory_provider_app", "open_memory_store"]

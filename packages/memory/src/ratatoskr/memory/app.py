@@ -1,0 +1,48 @@
+"""``build_memory_provider_app``: the thin wiring of the seed's last FN block."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+
+from bifrost.consumer import ConsumerRegistration, build_memory_app
+from bifrost.reference_server import JwtVerifier
+from ratatoskr.memory.store import RatatoskrMemoryStore
+
+
+def build_memory_provider_app(
+    store: RatatoskrMemoryStore,
+    heimdall_key: bytes,
+    consumer_id: str = "ratatoskr",
+    *,
+    issuer: str = "heimdall",
+    max_lifetime_s: float = 300,
+    leeway_s: float = 30,
+    max_body_bytes: int | None = None,
+    **app_kwargs: Any,
+) -> Starlette:
+    """Wire a JwtVerifier and a registration, and hand ``store`` to bifrost's memory app.
+
+    Raises ValueError for an empty ``heimdall_key`` and TypeError for a missing store
+    or a store that does not advertise capabilities (INV-008).
+    """
+    if store is None or not isinstance(store.describe_store(), dict):
+        raise TypeError("build_memory_provider_app requires a store that advertises capabilities")
+    if not heimdall_key:
+        raise ValueError("heimdall_key must be non-empty")
+    verifier = JwtVerifier(
+        bytes(heimdall_key),
+        issuer=issuer,
+        audience=consumer_id,
+        max_lifetime_s=max_lifetime_s,
+        leeway_s=leeway_s,
+    )
+    registration = (
+        ConsumerRegistration(consumer_id=consumer_id, planes=("memory",))
+        if max_body_bytes is None
+        else ConsumerRegistration(
+            consumer_id=consumer_id, planes=("memory",), max_body_bytes=max_body_bytes
+        )
+    )
+    return build_memory_app(store=store, verifier=verifier, registration=registration, **app_kwargs)
