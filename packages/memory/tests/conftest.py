@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bifrost.context import DispatchContext
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from bifrost.context import DispatchContext
 from bifrost.errors import (
     BifrostError,

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bifrost.context import DispatchContext
-from bifrost.scope import SCOPE_LATTICE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from bifrost.context import DispatchContext
+from bifrost.scope import SCOPE_LATTICE
 from ratatoskr.memory import open_memory_store
 
 DIM = 4

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from bifrost.context import DispatchContext
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+
 from ratatoskr.sqlite import (
     ConnectionOptions,
     Database,

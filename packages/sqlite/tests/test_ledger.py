@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ratatoskr.sqlite import Database, IdempotencyLedger, Migration
 
 LEDGER = IdempotencyLedger("test_idempotency")

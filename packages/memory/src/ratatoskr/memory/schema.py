@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import apsw
+
 from ratatoskr.sqlite import IdempotencyLedger, Migration
 
 PLANE = "memory"

@@ -22,6 +22,7 @@ from typing import Any
 
 import apsw
 import numpy as np
+
 from bifrost.context import DispatchContext
 from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
 from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds

@@ -1,1 +1,1 @@
-"""Placeholder; filled in by its issue."""
+"""Ratatoskr provider: settings, the combined multi-plane app, the CLI and the uvicorn entry."""

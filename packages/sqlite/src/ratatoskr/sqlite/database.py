@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import apsw
+
 from ratatoskr.sqlite.driver import MEMORY_PATH, ConnectionOptions, connect, translate_errors
 from ratatoskr.sqlite.errors import SchemaMismatch, StorageUnavailable
 from ratatoskr.sqlite.migrations import (

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 import sqlite_vec
+
 from ratatoskr.sqlite.errors import (
     StorageCorrupt,
     StorageError,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import apsw
+
 from ratatoskr.sqlite import codec
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import apsw
+
 from ratatoskr.sqlite.errors import SchemaMismatch, SchemaTooNew
 
 VERSION_TABLE = "ratatoskr_schema"

@@ -1,0 +1,145 @@
+"""Provider settings: one pydantic-settings model, read from ``RATATOSKR_*``.
+
+Only the provider reads the environment; the planes and bifrost take what they
+need as arguments. Tests pass keyword arguments instead of mutating the
+environment. ``validate_layout`` holds the checks that need the filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ratatoskr.sqlite import same_file
+
+PLANES = ("memory", "affect", "vmp")
+Plane = Literal["memory", "affect", "vmp"]
+
+
+class ConfigError(Exception):
+    """A setting is wrong; the message names the setting and says what to do."""
+
+
+class Settings(BaseSettings):
+    """Everything the provider can be told, each as ``RATATOSKR_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="RATATOSKR_", extra="forbid")
+
+    memory_db: str = Field(
+        "var/memory.db", description="Memory plane database file (or `:memory:`)."
+    )
+    memory_embedding_dim: int = Field(
+        384,
+        ge=1,
+        le=8192,
+        description="Embedding dimension of the memory plane; fixed when its file is created.",
+    )
+    affect_db: str = Field(
+        "var/affect.db", description="Affect plane database file (or `:memory:`)."
+    )
+    vmp_db: str = Field("var/vmp.db", description="VMP plane database file (or `:memory:`).")
+    vmp_dim: int = Field(
+        16, ge=1, le=4096, description="VMP vector dimension; fixed when its file is created."
+    )
+    vmp_api_key: SecretStr | None = Field(
+        None,
+        description="Bearer key VMP clients send; may be unset only when listening on loopback.",
+    )
+    vmp_max_records: int = Field(
+        1_000_000, ge=1, description="VMP capacity; upserts beyond it answer 507."
+    )
+    heimdall_key: SecretStr | None = Field(
+        None, description="HS256 key shared with Heimdall, which signs every per-call JWT."
+    )
+    heimdall_key_file: Path | None = Field(
+        None,
+        description="File holding the Heimdall key (instead of HEIMDALL_KEY); must not be "
+        "readable by group or others.",
+    )
+    issuer: str = Field("heimdall", min_length=1, description="Expected JWT `iss` claim.")
+    consumer_id: str = Field(
+        "ratatoskr", min_length=1, description="This consumer's id: the expected JWT `aud`."
+    )
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8765, ge=0, le=65535, description="TCP port to listen on.")
+    max_body_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Largest request body accepted (larger → 413)."
+    )
+    max_batch: int = Field(
+        1000, ge=1, description="Most records or ids in one upsert / put / get_many / delete."
+    )
+    max_top_k: int = Field(1000, ge=1, le=4096, description="Largest `top_k` a search may ask.")
+    max_page: int = Field(500, ge=1, description="Largest page of affect `history` / `list`.")
+    token_max_lifetime_s: int = Field(
+        300, ge=1, description="Longest allowed JWT lifetime (`exp - iat`), seconds."
+    )
+    clock_skew_s: int = Field(30, ge=0, description="Clock skew tolerated on JWT times, seconds.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Log level (logs never hold content, scopes or tokens)."
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Settings:
+        if self.heimdall_key is not None and self.heimdall_key_file is not None:
+            raise ValueError("set RATATOSKR_HEIMDALL_KEY or RATATOSKR_HEIMDALL_KEY_FILE, not both")
+        return self
+
+    def db_path(self, plane: Plane) -> str:
+        """The database file configured for ``plane``."""
+        return {"memory": self.memory_db, "affect": self.affect_db, "vmp": self.vmp_db}[plane]
+
+    def heimdall_key_bytes(self) -> bytes:
+        """The Heimdall key, from the setting or the key file.
+
+        Raises ConfigError naming the setting when it is missing, unreadable or
+        readable by others.
+        """
+        if self.heimdall_key is not None:
+            key = self.heimdall_key.get_secret_value().encode()
+        elif self.heimdall_key_file is not None:
+            key = read_key_file(self.heimdall_key_file, "RATATOSKR_HEIMDALL_KEY_FILE")
+        else:
+            raise ConfigError(
+                "no Heimdall key: set RATATOSKR_HEIMDALL_KEY or RATATOSKR_HEIMDALL_KEY_FILE "
+                "(or run `ratatoskr serve --dev` for a local development key)"
+            )
+        if not key:
+            raise ConfigError("RATATOSKR_HEIMDALL_KEY is empty")
+        return key
+
+
+def read_key_file(path: Path, setting: str) -> bytes:
+    """Read a key file, refusing one that group or others may read."""
+    try:
+        mode = path.stat().st_mode
+        data = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"{setting}: cannot read {path} ({exc.strerror})") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(f"{setting}: {path} is readable by others; chmod 600 it")
+    if not data:
+        raise ConfigError(f"{setting}: {path} is empty")
+    return data
+
+
+def validate_layout(settings: Settings, planes: tuple[Plane, ...]) -> None:
+    """Checks that need the filesystem, run before any database is opened.
+
+    Raises ConfigError: two planes on one file, or a database directory missing.
+    """
+    for i, a in enumerate(planes):
+        for b in planes[i + 1 :]:
+            if same_file(settings.db_path(a), settings.db_path(b)):
+                raise ConfigError(
+                    f"RATATOSKR_{a.upper()}_DB and RATATOSKR_{b.upper()}_DB name the same "
+                    "file; each plane needs its own database file"
+                )
+    for plane in planes:
+        path = settings.db_path(plane)
+        if path != ":memory:" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ConfigError(f"RATATOSKR_{plane.upper()}_DB: directory of {path} does not exist")
