@@ -6,6 +6,7 @@ deleted); ``build_affect_provider_app(store, heimdall_key)`` hands it to
 bifrost's affect app.
 """
 
+from ratatoskr.affect.app import build_affect_provider_app
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 
-__all__ = ["RatatoskrAffectStore", "open_affect_store"]
+__all__ = ["RatatoskrAffectStore", "build_affect_provider_app", "open_affect_store"]

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apsw
+
 from bifrost.scope import matches_scope
 from ratatoskr.sqlite import codec
 

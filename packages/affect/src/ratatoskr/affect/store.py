@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import apsw
+
 from bifrost.affect.protocol import AFFECT_CAPABILITIES
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,

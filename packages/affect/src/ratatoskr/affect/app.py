@@ -1,0 +1,57 @@
+"""The affect plane's HTTP app: this store behind bifrost's affect app.
+
+The plane knows nothing of HTTP beyond this hand-over: bifrost owns the
+routes, token checks, envelope parsing, scope grants and error rendering.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bifrost.affect.protocol import AffectDataStore
+from bifrost.consumer import DEFAULT_MAX_BODY_BYTES, AppHooks, ConsumerRegistration
+from bifrost.consumer import build_affect_app as _build_affect_app
+from bifrost.reference_server import JwtVerifier
+
+if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
+    from starlette.applications import Starlette
+
+__all__ = ["build_affect_provider_app"]
+
+
+def build_affect_provider_app(
+    store: AffectDataStore,
+    heimdall_key: bytes,
+    consumer_id: str = "ratatoskr",
+    *,
+    issuer: str = "heimdall",
+    max_lifetime_s: float = 300,
+    leeway_s: float = 30,
+    replay_cache_size: int = 100_000,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    clock: Callable[[], float] = time.time,
+    hooks: AppHooks | None = None,
+) -> Starlette:
+    """The standalone affect app (``POST /bifrost/handshake``, ``POST /bifrost/affect-call``).
+
+    Tokens are verified with ``heimdall_key`` (HS256) for audience ``consumer_id``;
+    the keyword arguments are the verifier's and the body limits. The app does
+    not close ``store``: whoever opened it does. Raises ValueError for an empty
+    key or a bad limit, TypeError when ``heimdall_key`` is not bytes or ``store``
+    does not implement ``AffectDataStore``.
+    """
+    verifier = JwtVerifier(
+        heimdall_key,
+        issuer=issuer,
+        audience=consumer_id,
+        max_lifetime_s=max_lifetime_s,
+        leeway_s=leeway_s,
+        replay_cache_size=replay_cache_size,
+        clock=clock,
+    )
+    registration = ConsumerRegistration(
+        consumer_id=consumer_id, planes=("affect",), max_body_bytes=max_body_bytes
+    )
+    return _build_affect_app(store, verifier, registration, hooks=hooks)
