@@ -1,0 +1,117 @@
+"""Helpers shared by the conformance kit: a manual clock, vectors, records,
+and observable-state snapshots."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bifrost.context import DispatchContext
+from bifrost.errors import BifrostError
+
+DIM = 8
+T0 = 1_750_000_000.0
+
+
+class ManualClock:
+    """A clock for TTL tests: ``clock()`` returns the current time, ``advance(s)`` moves it."""
+
+    def __init__(self, start: float = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def ctx(actor: str = "agent-a", scope: dict[str, str] | None = None, **kw: Any) -> DispatchContext:
+    return DispatchContext(actor=actor, scope=dict(scope or {}), **kw)
+
+
+def basis(i: int, dim: int = DIM, scale: float = 1.0) -> list[float]:
+    v = [0.0] * dim
+    v[i % dim] = scale
+    return v
+
+
+def mix(weights: dict[int, float], dim: int = DIM) -> list[float]:
+    v = [0.0] * dim
+    for i, w in weights.items():
+        v[i] = w
+    return v
+
+
+def rand_vec(rng: random.Random, dim: int = DIM) -> list[float]:
+    while True:
+        v = [rng.uniform(-1.0, 1.0) for _ in range(dim)]
+        if math.hypot(*v) > 0.1:
+            return v
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (math.hypot(*a) * math.hypot(*b))
+
+
+def chunk(
+    cid: str, embedding: list[float], scope: dict[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "id": cid,
+        "embedding": embedding,
+        "scope": dict(scope or {}),
+        "content": f"content of {cid}",
+    }
+    rec.update(extra)
+    return rec
+
+
+def probe(dim: int = DIM) -> list[float]:
+    return [1.0 + i / 10 for i in range(dim)]
+
+
+def memory_snapshot(store: Any, ids: list[str], dim: int = DIM) -> Any:
+    """All observable state reachable from ``ids``: records (with revisions) and
+    a full-store ranking for a fixed probe (scores rounded). Reads one id at a
+    time so it works under any ``max_batch``."""
+    records = [store.get(i) for i in sorted(set(ids))]
+    rows = store.search(probe(dim), top_k=store.health()["max_top_k"])
+    return records, [(r["chunk_id"], r["revision"], round(r["score"], 5)) for r in rows]
+
+
+def affect_snapshot(store: Any, keys: list[str]) -> Any:
+    current = [store.get(k) for k in sorted(set(keys))]
+    histories = []
+    for k in sorted(set(keys)):
+        items: list[Any] = []
+        page = store.history(k)
+        items.extend(page["items"])
+        while page["next_before_revision"] is not None:
+            page = store.history(k, before_revision=page["next_before_revision"])
+            items.extend(page["items"])
+        histories.append(items)
+    listing: list[Any] = []
+    page = store.list()
+    listing.extend(page["items"])
+    while page["next_after_key"] is not None:
+        page = store.list(after_key=page["next_after_key"])
+        listing.extend(page["items"])
+    return current, histories, listing
+
+
+@contextlib.contextmanager
+def rejects(
+    exc: type[BifrostError], take: Callable[[], Any], match: str | None = None
+) -> Iterator[None]:
+    """The block raises ``exc`` and ``take()`` (a snapshot callable) is unchanged."""
+    before = take()
+    with pytest.raises(exc, match=match):
+        yield
+    after = take()
+    assert after == before, "store state changed by a rejected call"

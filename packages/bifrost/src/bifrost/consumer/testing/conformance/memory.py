@@ -1,0 +1,34 @@
+"""``MemoryStoreConformance``: the whole memory-plane conformance kit.
+
+A real store's test module subclasses it and provides ``make_store``::
+
+    import time
+    import pytest
+    from bifrost.consumer.testing.conformance import MemoryStoreConformance
+
+    class TestSqliteMemoryStore(MemoryStoreConformance):
+        @pytest.fixture
+        def make_store(self, tmp_path):
+            def make(*, embedding_dim=8, max_batch=1000, max_top_k=1000, clock=time.time):
+                path = tmp_path / f"{uuid.uuid4()}.db"
+                return open_memory_store(str(path), embedding_dim=embedding_dim,
+                                         max_batch=max_batch, max_top_k=max_top_k, clock=clock)
+            return make
+
+``make_store`` returns a fresh, empty, independent store on every call and
+accepts exactly those keyword arguments; ``clock`` (seconds since the epoch)
+must drive the idempotency TTL. The kit's ``store`` fixture is
+``make_store(embedding_dim=8)``.
+"""
+
+from __future__ import annotations
+
+from bifrost.consumer.testing.conformance.memory_read import MemoryReadTests
+from bifrost.consumer.testing.conformance.memory_search import MemorySearchTests
+from bifrost.consumer.testing.conformance.memory_upsert import MemoryUpsertTests
+
+__all__ = ["MemoryStoreConformance"]
+
+
+class MemoryStoreConformance(MemoryUpsertTests, MemorySearchTests, MemoryReadTests):
+    """Every seed TESTS entry and every rule of memory-plane.md."""

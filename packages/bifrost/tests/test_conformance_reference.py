@@ -1,0 +1,47 @@
+"""The conformance kit against the reference stores (the kit's own self-test)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
+from bifrost.consumer.testing.conformance import (
+    AffectStoreConformance,
+    AffectStoreFactory,
+    MemoryStoreConformance,
+    MemoryStoreFactory,
+)
+
+
+class TestInMemoryMemoryStore(MemoryStoreConformance):
+    @pytest.fixture
+    def make_store(self) -> MemoryStoreFactory:
+        def make(
+            *,
+            embedding_dim: int = 8,
+            max_batch: int = 1000,
+            max_top_k: int = 1000,
+            clock: Callable[[], float] = time.time,
+        ) -> InMemoryMemoryStore:
+            return InMemoryMemoryStore(
+                embedding_dim, max_batch=max_batch, max_top_k=max_top_k, clock=clock
+            )
+
+        return make
+
+
+class TestInMemoryAffectStore(AffectStoreConformance):
+    @pytest.fixture
+    def make_store(self) -> AffectStoreFactory:
+        def make(
+            *,
+            max_batch: int = 1000,
+            max_page: int = 500,
+            clock: Callable[[], float] = time.time,
+        ) -> InMemoryAffectStore:
+            return InMemoryAffectStore(max_batch=max_batch, max_page=max_page, clock=clock)
+
+        return make
