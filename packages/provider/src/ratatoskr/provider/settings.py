@@ -17,8 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ratatoskr.sqlite import same_file
 
-PLANES = ("memory", "affect", "vmp")
 Plane = Literal["memory", "affect", "vmp"]
+PLANES: tuple[Plane, ...] = ("memory", "affect", "vmp")
 
 
 class ConfigError(Exception):

@@ -1,0 +1,98 @@
+"""The provider's Starlette app: every plane mounted under its prefix, or one plane
+at the root, plus ``GET /healthz``.
+
+The app owns its stores: ``build_provider_app`` opens them (after the preflight
+checks, so bad settings fail before anything is served) and the app's lifespan
+closes them at shutdown, after uvicorn has let in-flight calls finish. Starlette
+does not run the lifespans of mounted apps, so this lifespan enters each plane
+app's own lifespan itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Mount, Route
+
+from ratatoskr.affect import build_affect_provider_app
+from ratatoskr.memory import build_memory_provider_app
+from ratatoskr.provider.planes import OpenPlanes, open_planes
+from ratatoskr.provider.settings import PLANES, Plane, Settings
+from ratatoskr.vmp import build_vmp_app, is_loopback_host
+
+
+def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starlette]:
+    """One Starlette app per open plane, each configured from ``settings``."""
+    apps: dict[str, Starlette] = {}
+    if opened.memory is not None:
+        apps["memory"] = build_memory_provider_app(
+            opened.memory,
+            settings.heimdall_key_bytes(),
+            settings.consumer_id,
+            issuer=settings.issuer,
+            max_lifetime_s=settings.token_max_lifetime_s,
+            leeway_s=settings.clock_skew_s,
+            max_body_bytes=settings.max_body_bytes,
+        )
+    if opened.affect is not None:
+        apps["affect"] = build_affect_provider_app(
+            opened.affect,
+            settings.heimdall_key_bytes(),
+            settings.consumer_id,
+            issuer=settings.issuer,
+            max_lifetime_s=settings.token_max_lifetime_s,
+            leeway_s=settings.clock_skew_s,
+            max_body_bytes=settings.max_body_bytes,
+        )
+    if opened.vmp is not None:
+        key = settings.vmp_api_key.get_secret_value() if settings.vmp_api_key else None
+        apps["vmp"] = build_vmp_app(
+            opened.vmp,
+            api_key=key,
+            allow_no_key=is_loopback_host(settings.host),
+            max_body_bytes=settings.max_body_bytes,
+        )
+    return apps
+
+
+async def healthz(request: Request) -> JSONResponse:
+    """Liveness: no auth, no data."""
+    return JSONResponse({"status": "ok"})
+
+
+def build_provider_app(
+    settings: Settings, planes: tuple[Plane, ...] = PLANES, *, opened: OpenPlanes | None = None
+) -> Starlette:
+    """The provider app for ``planes``: mounted under ``/<plane>`` when several, at
+    the root when one. Opens the stores unless ``opened`` is given (then the app
+    still closes them at shutdown). Raises ConfigError for bad settings.
+    """
+    stores = opened if opened is not None else open_planes(settings, planes)
+    try:
+        apps = build_plane_apps(settings, stores)
+    except BaseException:
+        stores.close()
+        raise
+    routes: list[BaseRoute] = [Route("/healthz", healthz, methods=["GET"])]
+    if len(planes) == 1:
+        routes.append(Mount("/", app=apps[planes[0]]))
+    else:
+        routes += [Mount(f"/{name}", app=apps[name]) for name in planes]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for sub in apps.values():
+                    await stack.enter_async_context(sub.router.lifespan_context(sub))
+                yield
+        finally:
+            stores.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.planes = stores
+    return app

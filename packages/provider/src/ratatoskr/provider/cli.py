@@ -1,0 +1,181 @@
+"""The ``ratatoskr`` command: ``serve``, ``token``, ``doctor``.
+
+Every configuration problem ends the command with one line on stderr naming
+the setting, and exit status 2; nothing is opened before the checks pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from pydantic import ValidationError
+
+from bifrost.client import mint_token
+from ratatoskr.provider.app import build_provider_app
+from ratatoskr.provider.devmode import dev_settings
+from ratatoskr.provider.doctor import run_doctor
+from ratatoskr.provider.settings import PLANES, ConfigError, Plane, Settings
+
+EXIT_CONFIG = 2
+
+
+def load_settings(dev: bool, **overrides: Any) -> Settings:
+    """Settings from the environment (and ``--dev`` defaults); one-line errors."""
+    try:
+        return dev_settings(**overrides) if dev else Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "_".join(str(p) for p in first["loc"]).upper() or "settings"
+        raise ConfigError(f"RATATOSKR_{name}: {first['msg']}") from None
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind the listening socket before anything else is opened (port in use → ConfigError)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"RATATOSKR_PORT: cannot listen on {host}:{port} ({exc.strerror})"
+        ) from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _planes(choice: str) -> tuple[Plane, ...]:
+    if choice == "all":
+        return PLANES
+    return tuple(p for p in PLANES if p == choice)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.host is not None:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    settings = load_settings(args.dev, **overrides)
+    if args.dev:
+        settings = settings.model_copy(update={"host": "127.0.0.1"})
+    planes = _planes(args.plane)
+    # Database files hold what agents remember about people: owner-only by default.
+    os.umask(0o077)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    sock = bind_socket(settings.host, settings.port)
+    try:
+        app = build_provider_app(settings, planes)
+    except BaseException:
+        sock.close()
+        raise
+    host, port = sock.getsockname()[:2]
+    base = f"http://{host}:{port}"
+    where = ", ".join(f"{p} at {base}/{p}" for p in planes) if len(planes) > 1 else base
+    print(f"ratatoskr: serving {where}", flush=True)
+    if args.dev:
+        print(
+            "ratatoskr: development mode - key in var/dev-heimdall.key, databases in var/.\n"
+            "  mint a token:  ratatoskr token --dev --plane memory --verb search --body body.json\n"
+            f'  then:          curl -H "Authorization: Bearer $TOKEN" '
+            f"--data-binary @body.json {base}/memory/bifrost/memory-call",
+            flush=True,
+        )
+    config = uvicorn.Config(
+        app,
+        log_level=settings.log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=30,
+        access_log=settings.log_level == "debug",
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    try:
+        body = Path(args.body).read_bytes() if args.body != "-" else sys.stdin.buffer.read()
+    except OSError as exc:
+        raise ConfigError(f"--body: cannot read {args.body} ({exc.strerror})") from None
+    try:
+        scope = json.loads(args.scope)
+    except json.JSONDecodeError:
+        raise ConfigError("--scope: not a JSON object") from None
+    if not isinstance(scope, dict):
+        raise ConfigError("--scope: not a JSON object")
+    token = mint_token(
+        settings.heimdall_key_bytes(),
+        plane=args.plane,
+        verb=args.verb,
+        body=body,
+        actor=args.actor,
+        scope=scope,
+        issuer=settings.issuer,
+        audience=settings.consumer_id,
+        lifetime_s=min(args.lifetime, settings.token_max_lifetime_s),
+    )
+    print(token)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    return run_doctor(settings, _planes(args.plane), out=sys.stdout)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ratatoskr", description="Ratatoskr memory provider.")
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the provider (uvicorn)")
+    serve.add_argument("--plane", choices=["all", *PLANES], default="all")
+    serve.add_argument("--dev", action="store_true", help="zero-configuration local mode")
+    serve.add_argument("--host", help="overrides RATATOSKR_HOST")
+    serve.add_argument("--port", type=int, help="overrides RATATOSKR_PORT (0: any free port)")
+    serve.set_defaults(func=cmd_serve)
+    token = sub.add_parser("token", help="mint a per-dispatch token for a request body")
+    token.add_argument("--plane", choices=["memory", "affect"], required=True)
+    token.add_argument("--verb", required=True)
+    token.add_argument("--body", required=True, help="file holding the exact body ('-': stdin)")
+    token.add_argument("--actor", default="dev", help="the `sub` claim")
+    token.add_argument("--scope", default="{}", help="the grant, a JSON object")
+    token.add_argument("--lifetime", type=int, default=60, help="seconds")
+    token.add_argument("--dev", action="store_true", help="use the development key")
+    token.set_defaults(func=cmd_token)
+    doctor = sub.add_parser("doctor", help="check driver, extension, databases and keys")
+    doctor.add_argument("--plane", choices=["all", *PLANES], default="all")
+    doctor.add_argument("--dev", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"ratatoskr: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def memory_main() -> int:
+    """``ratatoskr-memory-provider``: the memory plane alone."""
+    return main(["serve", "--plane", "memory", *sys.argv[1:]])
+
+
+def affect_main() -> int:
+    """``ratatoskr-affect-provider``: the affect plane alone."""
+    return main(["serve", "--plane", "affect", *sys.argv[1:]])

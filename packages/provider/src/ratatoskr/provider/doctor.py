@@ -1,0 +1,104 @@
+"""``ratatoskr doctor``: check what the provider needs, print a table, exit non-zero
+on a problem. Read-only: it never creates or changes a database or a key."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import TextIO
+
+from ratatoskr.provider.planes import db_setting
+from ratatoskr.provider.settings import ConfigError, Plane, Settings
+from ratatoskr.sqlite import (
+    MEMORY_PATH,
+    StorageError,
+    driver_versions,
+    inspect_database,
+    sqlite_vec_version,
+)
+from ratatoskr.vmp import is_loopback_host
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+
+
+def _driver() -> list[Check]:
+    versions = driver_versions()
+    checks = [Check("sqlite driver", OK, f"apsw {versions['apsw']}, SQLite {versions['sqlite']}")]
+    try:
+        checks.append(Check("sqlite-vec", OK, f"loads, {sqlite_vec_version()}"))
+    except Exception as exc:  # any failure to load is the finding itself
+        checks.append(Check("sqlite-vec", FAIL, f"cannot load ({type(exc).__name__})"))
+    return checks
+
+
+_FIXED = {"memory": ("embedding_dim", "memory_embedding_dim"), "vmp": ("dim", "vmp_dim")}
+
+
+def _database(settings: Settings, plane: Plane) -> Check:
+    path = settings.db_path(plane)
+    name = f"{plane} db"
+    if path == MEMORY_PATH:
+        return Check(name, WARN, ":memory: - nothing survives a restart")
+    fixed = _FIXED.get(plane)
+    try:
+        report = inspect_database(path, plane=plane, keys=[fixed[0]] if fixed else [], quick=False)
+    except StorageError as exc:
+        return Check(name, FAIL, f"{path}: {exc.message}")
+    if not report.exists:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            return Check(name, FAIL, f"{path}: directory missing ({db_setting(plane)})")
+        return Check(name, OK, f"{path}: not created yet (created at first start)")
+    detail = f"{path}: schema v{report.schema_version}, integrity {report.integrity}"
+    status = OK if report.integrity == "ok" else FAIL
+    if fixed:
+        stored, wanted = report.meta.get(fixed[0]), str(getattr(settings, fixed[1]))
+        detail += f", {fixed[0]} {stored}"
+        if stored != wanted:
+            status = FAIL
+            detail += f" but settings say {wanted}"
+    return Check(name, status, detail)
+
+
+def _heimdall_key(settings: Settings) -> Check:
+    try:
+        settings.heimdall_key_bytes()
+    except ConfigError as exc:
+        return Check("heimdall key", FAIL, str(exc))
+    if settings.heimdall_key_file is not None:
+        mode = stat.S_IMODE(settings.heimdall_key_file.stat().st_mode)
+        return Check("heimdall key", OK, f"file {settings.heimdall_key_file} (mode {mode:o})")
+    return Check("heimdall key", OK, "from RATATOSKR_HEIMDALL_KEY")
+
+
+def _vmp_key(settings: Settings) -> Check:
+    if settings.vmp_api_key is not None:
+        return Check("vmp api key", OK, "set")
+    if is_loopback_host(settings.host):
+        return Check("vmp api key", WARN, "unset: VMP serves unauthenticated on loopback only")
+    return Check("vmp api key", FAIL, "unset while RATATOSKR_HOST is not loopback")
+
+
+def run_doctor(settings: Settings, planes: tuple[Plane, ...], *, out: TextIO) -> int:
+    """Print the checks as a table; return 1 if any failed, else 0."""
+    checks = _driver()
+    checks += [_database(settings, plane) for plane in planes]
+    if "memory" in planes or "affect" in planes:
+        checks.append(_heimdall_key(settings))
+    if "vmp" in planes:
+        checks.append(_vmp_key(settings))
+    width = max(len(c.name) for c in checks)
+    out.write(f"{'check'.ljust(width)}  status  detail\n")
+    for c in checks:
+        out.write(f"{c.name.ljust(width)}  {c.status.ljust(6)}  {c.detail}\n")
+    failed = [c for c in checks if c.status == FAIL]
+    out.write(f"\n{len(failed)} problem(s)\n" if failed else "\nall good\n")
+    return 1 if failed else 0

@@ -1,0 +1,124 @@
+"""Opening the planes a provider serves: preflight checks, then the stores.
+
+Everything that can be checked without writing is checked first, for every
+plane, before any database is opened — so a bad setting fails with one line
+naming it and no database file is created or changed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.provider.settings import ConfigError, Plane, Settings, validate_layout
+from ratatoskr.sqlite import (
+    MEMORY_PATH,
+    SchemaMismatch,
+    StorageError,
+    inspect_database,
+)
+from ratatoskr.vmp import VmpStore, is_loopback_host, open_vmp_store
+
+# The setting fixed in each plane's file when it is created: (meta key, value getter, env name).
+_FIXED = {
+    "memory": ("embedding_dim", "memory_embedding_dim", "RATATOSKR_MEMORY_EMBEDDING_DIM"),
+    "vmp": ("dim", "vmp_dim", "RATATOSKR_VMP_DIM"),
+}
+
+
+def db_setting(plane: str) -> str:
+    return f"RATATOSKR_{plane.upper()}_DB"
+
+
+@dataclass
+class OpenPlanes:
+    """The stores a provider serves (None for a plane it does not serve)."""
+
+    memory: RatatoskrMemoryStore | None = None
+    affect: RatatoskrAffectStore | None = None
+    vmp: VmpStore | None = None
+    closed: bool = field(default=False, init=False)
+
+    def close(self) -> None:
+        """Close every open store; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        for store in (self.memory, self.affect, self.vmp):
+            if store is not None:
+                store.close()
+
+
+def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:
+    """Every check that needs no write. Raises ConfigError naming the setting."""
+    validate_layout(settings, planes)
+    if "memory" in planes or "affect" in planes:
+        settings.heimdall_key_bytes()
+    if "vmp" in planes and settings.vmp_api_key is None and not is_loopback_host(settings.host):
+        raise ConfigError(
+            "RATATOSKR_VMP_API_KEY: required when RATATOSKR_HOST is not a loopback address"
+        )
+    for plane in planes:
+        path = settings.db_path(plane)
+        if path == MEMORY_PATH:
+            continue
+        if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+            raise ConfigError(f"{db_setting(plane)}: {path} is not readable and writable")
+        fixed = _FIXED.get(plane)
+        try:
+            report = inspect_database(path, plane=plane, keys=[fixed[0]] if fixed else [])
+        except StorageError as exc:
+            raise ConfigError(f"{db_setting(plane)}: {path}: {exc.message}") from None
+        if fixed and report.exists:
+            stored = report.meta.get(fixed[0])
+            wanted = str(getattr(settings, fixed[1]))
+            if stored is not None and stored != wanted:
+                raise ConfigError(
+                    f"{fixed[2]}={wanted}, but {path} was created with {fixed[0]}={stored}"
+                )
+        if report.exists and report.integrity != "ok":
+            raise ConfigError(f"{db_setting(plane)}: {path} fails SQLite's integrity check")
+
+
+def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
+    """Preflight, then open each plane's store. On failure nothing stays open.
+
+    Raises ConfigError with one line naming the setting at fault.
+    """
+    preflight(settings, planes)
+    opened = OpenPlanes()
+    try:
+        for plane in planes:
+            _open_one(settings, plane, opened)
+    except SchemaMismatch as exc:
+        opened.close()
+        raise ConfigError(exc.message) from None
+    except StorageError as exc:
+        opened.close()
+        raise ConfigError(f"{db_setting(plane)}: {exc.message}") from None
+    except BaseException:
+        opened.close()
+        raise
+    return opened
+
+
+def _open_one(settings: Settings, plane: Plane, opened: OpenPlanes) -> Any:
+    path = settings.db_path(plane)
+    if plane == "memory":
+        opened.memory = open_memory_store(
+            path,
+            embedding_dim=settings.memory_embedding_dim,
+            max_batch=settings.max_batch,
+            max_top_k=settings.max_top_k,
+        )
+    elif plane == "affect":
+        opened.affect = open_affect_store(
+            path, max_batch=settings.max_batch, max_page=settings.max_page
+        )
+    else:
+        opened.vmp = open_vmp_store(
+            path, dim=settings.vmp_dim, max_records=settings.vmp_max_records
+        )
