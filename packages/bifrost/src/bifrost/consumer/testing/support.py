@@ -1,0 +1,166 @@
+"""Test support for wire-level tests: a spy store that records which verbs
+reached it, envelope bytes, and ``Wire``, which signs (with a per-dispatch
+token) and posts envelopes to one plane app through any ``httpx.Client``
+(e.g. Starlette's ``TestClient``)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx
+
+from bifrost.client import mint_token
+from bifrost.consumer.testing.memory_store import InMemoryMemoryStore
+from bifrost.context import DispatchContext
+
+KEY = b"test-key-0123456789abcdef-0123456789"
+DIM = 8
+
+
+class SpyMemoryStore(InMemoryMemoryStore):
+    """The reference store, recording which verbs reached it."""
+
+    def __init__(self, embedding_dim: int = DIM, **kw: Any) -> None:
+        super().__init__(embedding_dim, **kw)
+        self.calls: list[str] = []
+
+    def describe_store(self) -> dict[str, Any]:
+        self.calls.append("describe_store")
+        return super().describe_store()
+
+    def health(self) -> dict[str, Any]:
+        self.calls.append("health")
+        return super().health()
+
+    def upsert_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        self.calls.append("upsert_many")
+        return super().upsert_many(
+            records,
+            idempotency_key=idempotency_key,
+            ctx=ctx,
+            expected_revisions=expected_revisions,
+            idempotency_class=idempotency_class,
+        )
+
+    def search(
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        include: dict[str, Any] | None = None,
+        fidelity_target: Any = None,
+    ) -> list[dict[str, Any]]:
+        self.calls.append("search")
+        return super().search(
+            vector,
+            top_k=top_k,
+            scope_all=scope_all,
+            scope_any=scope_any,
+            metadata_filter=metadata_filter,
+            include=include,
+            fidelity_target=fidelity_target,
+        )
+
+    def get(self, chunk_id: str) -> dict[str, Any] | None:
+        self.calls.append("get")
+        return super().get(chunk_id)
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
+        self.calls.append("get_many")
+        return super().get_many(ids)
+
+    def delete_many(self, ids: list[str]) -> dict[str, Any]:
+        self.calls.append("delete_many")
+        return super().delete_many(ids)
+
+
+def envelope_bytes(verb: str, args: dict[str, Any] | None = None, **extra: Any) -> bytes:
+    env: dict[str, Any] = {
+        "wire_version": "0.6",
+        "call_id": f"call-{uuid.uuid4()}",
+        "verb": verb,
+        "args": args or {},
+    }
+    env.update(extra)
+    return json.dumps(env).encode()
+
+
+class Wire:
+    """Signs and posts envelopes to one plane app."""
+
+    def __init__(self, client: httpx.Client, plane: str, key: bytes = KEY) -> None:
+        self.client = client
+        self.plane = plane
+        self.key = key
+
+    def token(
+        self,
+        body: bytes,
+        verb: str,
+        *,
+        actor: str = "agent-a",
+        scope: dict[str, str] | None = None,
+        plane: str | None = None,
+        key: bytes | None = None,
+        **kw: Any,
+    ) -> str:
+        return mint_token(
+            self.key if key is None else key,
+            plane=plane or self.plane,
+            verb=verb,
+            body=body,
+            actor=actor,
+            scope=scope,
+            **kw,
+        )
+
+    def post_raw(
+        self, body: bytes, token: str | None, *, route: str | None = None, **headers: str
+    ) -> httpx.Response:
+        hdrs = dict(headers)
+        if token is not None:
+            hdrs["authorization"] = f"Bearer {token}"
+        return self.client.post(route or f"/bifrost/{self.plane}-call", content=body, headers=hdrs)
+
+    def call(
+        self,
+        verb: str,
+        args: dict[str, Any] | None = None,
+        *,
+        actor: str = "agent-a",
+        scope: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        route: str | None = None,
+    ) -> httpx.Response:
+        extra: dict[str, Any] = {}
+        if idempotency_key is not None:
+            extra["idempotency_key"] = idempotency_key
+        body = envelope_bytes(verb, args, **extra)
+        tok = self.token(body, verb, actor=actor, scope=scope)
+        return self.post_raw(body, tok, route=route)
+
+    def ok(self, verb: str, args: dict[str, Any] | None = None, **kw: Any) -> Any:
+        resp = self.call(verb, args, **kw)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert body["ok"] is True
+        return body["result"]
+
+
+def chunk(cid: str, i: int, scope: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    emb = [0.0] * DIM
+    emb[i % DIM] = 1.0
+    return {"id": cid, "embedding": emb, "scope": dict(scope or {}), **extra}
