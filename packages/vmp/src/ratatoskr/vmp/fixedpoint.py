@@ -20,7 +20,7 @@ SCORE_DIVISOR = 1 << (2 * SCALE_BITS)  # 2**32: squared Q16.16 units back to rea
 
 MIN_VALUE = -32768.0
 MAX_VALUE = 32767.99
-# The extreme stored integers: -2**31 and int(32767.99 * 65536) = 2147483000.
+# The extreme stored integers: -2**31 and int(32767.99 * 65536) = 2147482992.
 Q_MIN = int(MIN_VALUE * SCALE)
 Q_MAX = int(MAX_VALUE * SCALE)
 

@@ -32,6 +32,7 @@ from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
 from ratatoskr.vmp.fixedpoint import MAX_DIM, SCALE
 
 _F32_EPS = 2.0**-24  # unit roundoff of float32

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from ratatoskr.vmp.canonical import canonical_json, strict_loads
 from ratatoskr.vmp.errors import InvalidArgument
 from ratatoskr.vmp.fixedpoint import Q_MAX

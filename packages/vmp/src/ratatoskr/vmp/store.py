@@ -21,6 +21,7 @@ from typing import Any, Self
 
 import apsw
 import numpy as np
+
 from ratatoskr.sqlite import (
     ConnectionOptions,
     Database,

@@ -1,0 +1,204 @@
+"""The VMP v0 HTTP surface: exactly the routes, bodies and status codes of the spec.
+
+``build_vmp_app(store, api_key=…)`` returns a Starlette app; it has no
+lifespan and no module-level state. Store calls run in a worker thread
+(``anyio.to_thread.run_sync``) so a slow call never blocks the event loop.
+Every failure is rendered here, once, as ``{"error": message, "code": CODE}``
+— including unknown routes (404 NOT_FOUND) and wrong methods (405 with code
+INVALID_ARGUMENT) — except authentication failures, which are 401 with an
+empty body (see :mod:`ratatoskr.vmp.auth`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ratatoskr.vmp.auth import BearerAuth
+from ratatoskr.vmp.canonical import strict_loads
+from ratatoskr.vmp.errors import InternalError, InvalidArgument, NotFound, VmpError
+from ratatoskr.vmp.store import VmpStore
+
+logger = logging.getLogger("ratatoskr.vmp")
+
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+# Bodies above this are parsed off the event loop.
+_PARSE_INLINE_BYTES = 256 * 1024
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+_T = TypeVar("_T")
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def error_response(error: VmpError) -> JSONResponse:
+    """The one rendering of a VMP error."""
+    return JSONResponse(error.to_body(), status_code=error.status)
+
+
+def _guarded(handler: Handler) -> Handler:
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except VmpError as exc:
+            return error_response(exc)
+        except Exception as exc:
+            # The type only: an exception's text may carry request content.
+            logger.error("vmp: unexpected %s on %s", type(exc).__name__, request.url.path)
+            return error_response(InternalError("internal error"))
+
+    return endpoint
+
+
+async def _in_thread(func: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
+
+
+async def _read_body(request: Request, limit: int | None) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        raise InvalidArgument(f"request body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise InvalidArgument(f"request body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _json_object(
+    request: Request, limit: int, *, required: Collection[str], optional: Collection[str] = ()
+) -> dict[str, Any]:
+    raw = await _read_body(request, limit)
+    body = (
+        strict_loads(raw)
+        if len(raw) <= _PARSE_INLINE_BYTES
+        else await _in_thread(strict_loads, raw)
+    )
+    if not isinstance(body, dict):
+        raise InvalidArgument("request body must be a JSON object")
+    for name in body:
+        if name not in required and name not in optional:
+            shown = f" {name!r}" if _FIELD_NAME.fullmatch(name) else ""
+            raise InvalidArgument(f"unknown field{shown} in request body")
+    for name in required:
+        if name not in body:
+            raise InvalidArgument(f"{name} is required")
+    return body
+
+
+def build_vmp_app(
+    store: VmpStore,
+    *,
+    api_key: str | None,
+    allow_no_key: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_snapshot_bytes: int | None = None,
+) -> Starlette:
+    """The VMP plane's Starlette app over ``store``.
+
+    ``api_key`` is the bearer key every request must carry. It may be None only
+    with ``allow_no_key=True``, by which the caller asserts the server listens on
+    loopback alone (see :func:`ratatoskr.vmp.auth.is_loopback_host`); the app then
+    logs a warning that it runs without authentication. ``max_body_bytes`` caps
+    JSON bodies, ``max_snapshot_bytes`` (None: no cap) snapshot uploads.
+    Raises ValueError for an empty key, or no key without ``allow_no_key``.
+    """
+    if api_key is not None and not api_key:
+        raise ValueError("api_key must not be empty")
+    if api_key is None:
+        if not allow_no_key:
+            raise ValueError("api_key is required unless the server listens on loopback only")
+        logger.warning("vmp: no API key configured; serving without authentication (loopback only)")
+
+    async def upsert_vector(request: Request) -> Response:
+        body = await _json_object(
+            request,
+            max_body_bytes,
+            required=("vector",),
+            optional=("attach_to_document_node", "tags", "metadata"),
+        )
+        result = await _in_thread(
+            store.upsert_vector,
+            body["vector"],
+            attach_to_document_node=body.get("attach_to_document_node"),
+            tags=body.get("tags"),
+            metadata=body.get("metadata"),
+        )
+        return JSONResponse(result.to_json())
+
+    async def search_vector(request: Request) -> Response:
+        body = await _json_object(request, max_body_bytes, required=("query_vector", "k"))
+        hits = await _in_thread(store.search_vector, body["query_vector"], body["k"])
+        return JSONResponse({"results": [hit.to_json() for hit in hits]})
+
+    async def meta_set(request: Request) -> Response:
+        body = await _json_object(request, max_body_bytes, required=("target_id", "metadata"))
+        if not isinstance(body["target_id"], str):
+            raise InvalidArgument("target_id must be a string")
+        await _in_thread(store.set_metadata, body["target_id"], body["metadata"])
+        return JSONResponse({"success": True})
+
+    async def meta_get(request: Request) -> Response:
+        values = request.query_params.getlist("target_id")
+        if len(values) != 1:
+            raise InvalidArgument("exactly one target_id query parameter is required")
+        metadata = await _in_thread(store.get_metadata, values[0])
+        return JSONResponse({"target_id": values[0], "metadata": metadata})
+
+    async def snapshot_download(request: Request) -> Response:
+        blob = await _in_thread(store.snapshot)
+        return Response(blob, media_type="application/octet-stream")
+
+    async def snapshot_upload(request: Request) -> Response:
+        blob = await _read_body(request, max_snapshot_bytes)
+        await _in_thread(store.restore, blob)
+        return JSONResponse({"success": True})
+
+    async def proof_state(request: Request) -> Response:
+        return JSONResponse({"final_state_hash": await _in_thread(store.state_hash)})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse(await _in_thread(store.health))
+
+    routes = [
+        Route("/v1/memory/upsert_vector", _guarded(upsert_vector), methods=["POST"]),
+        Route("/v1/memory/upsert", _guarded(upsert_vector), methods=["POST"]),
+        Route("/v1/memory/search_vector", _guarded(search_vector), methods=["POST"]),
+        Route("/v1/memory/search", _guarded(search_vector), methods=["POST"]),
+        Route("/v1/memory/meta/set", _guarded(meta_set), methods=["POST"]),
+        Route("/v1/memory/meta/get", _guarded(meta_get), methods=["GET"]),
+        Route("/v1/snapshot/download", _guarded(snapshot_download), methods=["GET"]),
+        Route("/v1/snapshot/upload", _guarded(snapshot_upload), methods=["POST"]),
+        Route("/v1/proof/state", _guarded(proof_state), methods=["GET"]),
+        Route("/health", _guarded(health), methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(BearerAuth, api_key=api_key)],
+        exception_handlers={HTTPException: _http_error},
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, HTTPException):
+        return error_response(InternalError("internal error"))
+    if exc.status_code == 404:
+        return error_response(NotFound("no such route"))
+    if exc.status_code == 405:
+        error = InvalidArgument("method not allowed on this route")
+        return JSONResponse(error.to_body(), status_code=405, headers=exc.headers)
+    return error_response(InvalidArgument("bad request"))
