@@ -202,7 +202,7 @@ def test_affect_grants(affect_wire: Wire, affect_store: InMemoryAffectStore) -> 
     assert [r["key"] for r in w.ok("get_many", {"keys": ["theirs", "mine"]}, scope=GRANT)] == [
         "mine"
     ]
-    empty = {"items": [], "next_before_revision": None}
+    empty: dict[str, Any] = {"items": [], "next_before_revision": None}
     assert w.ok("history", {"key": "theirs"}, scope=GRANT) == empty
     assert len(w.ok("history", {"key": "mine"}, scope=GRANT)["items"]) == 1
     assert [r["key"] for r in w.ok("list", {}, scope=GRANT)["items"]] == ["mine"]

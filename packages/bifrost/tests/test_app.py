@@ -1,0 +1,165 @@
+"""App construction, lifespan hooks, and the event loop staying free while a
+store call is slow."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from bifrost.client import mint_token
+from bifrost.consumer import (
+    AppHooks,
+    CallRecord,
+    ConsumerRegistration,
+    build_affect_app,
+    build_memory_app,
+)
+from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
+from bifrost.consumer.testing.support import DIM, KEY, SpyMemoryStore, Wire, envelope_bytes
+from bifrost.reference_server import JwtVerifier
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_store_required() -> None:
+    v, r = JwtVerifier(KEY), ConsumerRegistration()
+    with pytest.raises(TypeError):
+        build_memory_app(None, v, r)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        build_affect_app(None, v, r)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        build_memory_app(object(), v, r)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        build_affect_app(InMemoryMemoryStore(DIM), v, r)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory"):
+        build_memory_app(InMemoryMemoryStore(DIM), v, ConsumerRegistration(planes=("affect",)))
+
+
+def test_registration_rules() -> None:
+    with pytest.raises(ValueError, match="consumer_id"):
+        ConsumerRegistration(consumer_id="")
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        ConsumerRegistration(max_body_bytes=0)
+    with pytest.raises(ValueError, match="planes"):
+        ConsumerRegistration(planes=("vmp",))
+    assert ConsumerRegistration().max_body_bytes == 8 * 1024 * 1024
+
+
+def test_routes() -> None:
+    app = build_memory_app(InMemoryMemoryStore(DIM), JwtVerifier(KEY), ConsumerRegistration())
+    paths = {getattr(r, "path", None): getattr(r, "methods", None) for r in app.routes}
+    assert set(paths) == {"/bifrost/handshake", "/bifrost/memory-call"}
+    assert all("POST" in (m or set()) for m in paths.values())
+    app2 = build_affect_app(InMemoryAffectStore(), JwtVerifier(KEY), ConsumerRegistration())
+    assert {getattr(r, "path", None) for r in app2.routes} == {
+        "/bifrost/handshake",
+        "/bifrost/affect-call",
+    }
+
+
+def test_lifespan_and_hooks() -> None:
+    events: list[str] = []
+    calls: list[CallRecord] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        events.append("lifespan-enter")
+        yield
+        events.append("lifespan-exit")
+
+    async def async_start() -> None:
+        events.append("async-start")
+
+    hooks = AppHooks(
+        on_startup=[lambda: events.append("start"), async_start],
+        on_shutdown=[lambda: events.append("stop")],
+        on_call=calls.append,
+    )
+    app = build_memory_app(
+        InMemoryMemoryStore(DIM),
+        JwtVerifier(KEY),
+        ConsumerRegistration(),
+        hooks=hooks,
+        lifespan=lifespan,
+    )
+    with TestClient(app) as client:
+        assert events == ["start", "async-start", "lifespan-enter"]
+        Wire(client, "memory").ok("health")
+        assert Wire(client, "memory").call("frobnicate").status_code == 400
+    assert events[-2:] == ["lifespan-exit", "stop"]
+    assert [(c.verb, c.status, c.error_code) for c in calls] == [
+        ("'health'", 200, None),
+        ("'frobnicate'", 400, "bifrost.unknown_verb"),
+    ]
+    assert all(c.duration_s >= 0 and c.call_id for c in calls)
+
+
+def test_on_call_hook_failure_is_swallowed() -> None:
+    def bad(_: CallRecord) -> None:
+        raise RuntimeError("hook broke")
+
+    app = build_memory_app(
+        InMemoryMemoryStore(DIM),
+        JwtVerifier(KEY),
+        ConsumerRegistration(),
+        hooks=AppHooks(on_call=bad),
+    )
+    with TestClient(app) as client:
+        Wire(client, "memory").ok("health")
+
+
+class SlowSearchStore(SpyMemoryStore):
+    def search(self, vector: list[float], **kw: Any) -> list[dict[str, Any]]:
+        time.sleep(1.0)
+        return super().search(vector, **kw)
+
+
+def test_slow_store_does_not_stall_the_loop() -> None:
+    store = SlowSearchStore(DIM)
+    app = build_memory_app(store, JwtVerifier(KEY), ConsumerRegistration())
+    finished: dict[str, float] = {}
+
+    def request(verb: str, args: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+        body = envelope_bytes(verb, args)
+        token = mint_token(KEY, plane="memory", verb=verb, body=body, actor="a")
+        return body, {"authorization": f"Bearer {token}"}
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            start = time.perf_counter()
+
+            async def go(name: str, verb: str, args: dict[str, Any]) -> None:
+                body, headers = request(verb, args)
+                resp = await client.post("/bifrost/memory-call", content=body, headers=headers)
+                assert resp.status_code == 200, resp.text
+                finished[name] = time.perf_counter() - start
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(go, "search", "search", {"vector": [1.0] * DIM, "top_k": 1})
+                await anyio.sleep(0.05)
+                tg.start_soon(go, "health", "health", {})
+
+    anyio.run(main)
+    assert finished["search"] >= 1.0
+    assert finished["health"] < 0.5
+    assert finished["health"] < finished["search"]
+
+
+def test_state_exposes_store() -> None:
+    store = InMemoryMemoryStore(DIM)
+    marker = object()
+    app = build_memory_app(
+        store, JwtVerifier(KEY), ConsumerRegistration(), maintenance_store=marker
+    )
+    assert app.state.bifrost_store is store
+    assert app.state.bifrost_plane == "memory"
+    assert app.state.bifrost_maintenance_store is marker

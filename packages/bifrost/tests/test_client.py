@@ -1,0 +1,191 @@
+"""The Worldtree-side client (sync and async) against the apps over ASGI."""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+import jwt
+import pytest
+from starlette.testclient import TestClient
+
+from bifrost.client import AsyncBifrostClient, BifrostClient, build_envelope, mint_token
+from bifrost.consumer import ConsumerRegistration, build_affect_app, build_memory_app
+from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
+from bifrost.consumer.testing.support import DIM, KEY, chunk
+from bifrost.errors import (
+    BifrostError,
+    Forbidden,
+    IdempotencyConflict,
+    Internal,
+    InvalidArguments,
+    InvalidFilter,
+    RevisionMismatch,
+    Unauthenticated,
+    UnknownVerb,
+    UnsupportedVerb,
+)
+from bifrost.reference_server import JwtVerifier
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_mint_token_claims() -> None:
+    body = build_envelope("get", {"chunk_id": "x"}, call_id="c1")
+    token = mint_token(
+        KEY,
+        plane="memory",
+        verb="get",
+        body=body,
+        actor="me",
+        scope={"tenant": "t"},
+        now=1000.0,
+        lifetime_s=60,
+        jti="j",
+    )
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["iss"] == "heimdall"
+    assert claims["aud"] == "ratatoskr"
+    assert (claims["sub"], claims["iat"], claims["exp"], claims["jti"]) == ("me", 1000, 1060, "j")
+    assert claims["bifrost"]["scope"] == {"tenant": "t"}
+    assert jwt.get_unverified_header(token)["alg"] == "HS256"
+
+
+def test_sync_client_memory() -> None:
+    store = InMemoryMemoryStore(DIM)
+    app = build_memory_app(store, JwtVerifier(KEY), ConsumerRegistration())
+    with (
+        TestClient(app) as tc,
+        BifrostClient(
+            "http://testserver",
+            KEY,
+            actor="wt",
+            plane="memory",
+            http_client=tc,
+            scope={"tenant": "t"},
+        ) as c,
+    ):
+        hs = c.handshake({"name": "worldtree", "version": "0.35"})
+        assert hs["capabilities"] == c.describe_store()
+        assert c.health()["embedding_dim"] == DIM
+        recs = [chunk("a", 0, {"tenant": "t"}), chunk("b", 1, {"tenant": "t"})]
+        assert c.upsert_many(recs, idempotency_key="k") == {"upserted": 2, "replayed": False}
+        assert c.upsert_many(recs, idempotency_key="k")["replayed"] is True
+        rows = c.search(recs[0]["embedding"], top_k=1, include={"embedding": False})
+        assert rows[0]["chunk_id"] == "a"
+        assert "embedding" not in rows[0]["chunk"]
+        assert c.get("a")["revision"] == 1
+        assert [r["id"] for r in c.get_many(["b", "a"])] == ["b", "a"]
+        with pytest.raises(IdempotencyConflict) as conflict:
+            c.upsert_many(recs[:1], idempotency_key="k")
+        assert conflict.value.wire_code() == "memory.idempotency_conflict"
+        assert conflict.value.status == 409
+        with pytest.raises(RevisionMismatch) as mismatch:
+            c.upsert_many(recs[:1], expected_revisions={"a": 5})
+        assert (mismatch.value.id, mismatch.value.expected, mismatch.value.actual) == ("a", 5, 1)
+        assert mismatch.value.details == {"id": "a", "expected": 5, "actual": 1}
+        with pytest.raises(InvalidArguments):
+            c.search([1.0], top_k=1)
+        with pytest.raises(InvalidFilter):
+            c.search(recs[0]["embedding"], top_k=1, scope_all={"planet": "p"})
+        with pytest.raises(Forbidden):
+            c.search(recs[0]["embedding"], top_k=1, scope_all={"tenant": "u"})
+        with pytest.raises(UnsupportedVerb):
+            c.call("scan")
+        with pytest.raises(UnknownVerb) as unknown:
+            c.call("frobnicate")
+        assert unknown.value.wire_code() == "bifrost.unknown_verb"
+        assert c.delete_many(["a", "zzz"]) == {"deleted": 1}
+
+
+def test_wrong_key_raises_unauthenticated() -> None:
+    app = build_memory_app(InMemoryMemoryStore(DIM), JwtVerifier(KEY), ConsumerRegistration())
+    with TestClient(app) as tc:
+        c = BifrostClient(
+            "http://testserver", b"x" * 40, actor="wt", plane="memory", http_client=tc
+        )
+        with pytest.raises(Unauthenticated) as info:
+            c.health()
+        assert info.value.status == 401
+
+
+def test_async_client_affect_over_asgi_transport() -> None:
+    store = InMemoryAffectStore()
+    app = build_affect_app(store, JwtVerifier(KEY), ConsumerRegistration())
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncBifrostClient(
+            "http://bifrost", KEY, actor="wt", plane="affect", transport=transport
+        ) as c:
+            assert (await c.handshake())["plane"] == "affect"
+            assert (await c.health())["plane"] == "affect"
+            assert (await c.describe_store())["history_supported"] is True
+            for v in range(3):
+                out = await c.put_many([{"key": "s", "scope": {}, "v": v}])
+                assert out == {"written": 1, "replayed": False}
+            assert (await c.get("s"))["revision"] == 3
+            assert [r["key"] for r in await c.get_many(["s", "nope"])] == ["s"]
+            page = await c.history("s", limit=2)
+            assert [r["revision"] for r in page["items"]] == [3, 2]
+            assert page["next_before_revision"] == 2
+            assert [r["key"] for r in (await c.list(limit=5))["items"]] == ["s"]
+            with pytest.raises(RevisionMismatch):
+                await c.put_many([{"key": "s", "scope": {}}], expected_revisions={"s": 0})
+            with pytest.raises(InvalidArguments) as info:
+                await c.history("s", limit=0)
+            assert info.value.wire_code() == "affect.invalid_arguments"
+            assert await c.delete_many(["s"]) == {"deleted": 1}
+
+    anyio.run(main)
+
+
+def test_async_client_memory_search() -> None:
+    store = InMemoryMemoryStore(DIM)
+    app = build_memory_app(store, JwtVerifier(KEY), ConsumerRegistration())
+
+    async def main() -> None:
+        async with AsyncBifrostClient(
+            "http://bifrost",
+            KEY,
+            actor="wt",
+            plane="memory",
+            transport=httpx.ASGITransport(app=app),
+        ) as c:
+            await c.upsert_many([chunk("a", 0), chunk("b", 1)], idempotency_key="k")
+            rows = await c.search(chunk("q", 1)["embedding"], top_k=2)
+            assert [r["chunk_id"] for r in rows] == ["b", "a"]
+            assert (await c.get("a"))["id"] == "a"
+            assert await c.get("zz") is None
+
+    anyio.run(main)
+
+
+def test_non_wire_responses_become_errors() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("handshake"):
+            return httpx.Response(502, text="bad gateway")
+        return httpx.Response(
+            418,
+            json={
+                "ok": False,
+                "call_id": None,
+                "error": {"code": "teapot.brewing", "message": "m", "details": {}},
+            },
+        )
+
+    c = BifrostClient(
+        "http://x", KEY, actor="a", plane="memory", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(Internal) as info:
+        c.handshake()
+    assert info.value.status == 502
+    with pytest.raises(BifrostError) as other:
+        c.health()
+    assert other.value.wire_code() == "teapot.brewing"
+    assert other.value.status == 418
+    c.close()
+
+
+def test_client_validates_plane() -> None:
+    with pytest.raises(ValueError, match="plane"):
+        BifrostClient("http://x", KEY, actor="a", plane="vmp")
