@@ -206,9 +206,10 @@ def test_second_store_on_one_file_sees_the_others_writes(tmp_path: Path) -> None
     # Two stores on one file stand in for two processes: each keeps its own vector cache.
     path = str(tmp_path / "vmp.db")
     fast = ConnectionOptions(synchronous="OFF")
-    with open_vmp_store(path, dim=DIM, options=fast) as a, open_vmp_store(
-        path, dim=DIM, options=fast
-    ) as b:
+    with (
+        open_vmp_store(path, dim=DIM, options=fast) as a,
+        open_vmp_store(path, dim=DIM, options=fast) as b,
+    ):
         a.upsert_vector(vec(1))
         assert [h.record_id for h in b.search_vector(vec(1), 5)] == [0]
         b.upsert_vector(vec(2))

@@ -1,0 +1,220 @@
+"""The Python client against the app, in-process through a sync httpx transport."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+from ratatoskr.vmp import (
+    CapacityExceeded,
+    DimMismatch,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+    VmpError,
+    VmpStore,
+    build_vmp_app,
+    open_vmp_store,
+)
+from ratatoskr.vmp.chunking import chunk_text
+from ratatoskr.vmp.client import VmpClient
+from ratatoskr.vmp.errors import error_from_wire
+
+from .conftest import API_KEY, DIM, AppTransport, vec
+
+
+def toy_embed(text: str) -> list[float]:
+    """Deterministic toy embedding: the first DIM bytes of SHA-256, scaled to [-1, 1)."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return [(b - 128) / 128 for b in digest[:DIM]]
+
+
+@pytest.fixture
+def store() -> Iterator[VmpStore]:
+    s = open_vmp_store(":memory:", dim=DIM, max_records=50)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(store: VmpStore) -> Iterator[VmpClient]:
+    transport = AppTransport(build_vmp_app(store, api_key=API_KEY))
+    with VmpClient("http://vmp.test/", API_KEY, transport=transport, embed=toy_embed) as c:
+        yield c
+
+
+def test_vector_round_trip(client: VmpClient) -> None:
+    first = client.upsert_vector(vec(1), tags=["a"], metadata={"n": 1})
+    assert first == {
+        "memory_id": "rec:0",
+        "record_id": 0,
+        "document_node_id": 0,
+        "chunk_node_id": 1,
+    }
+    second = client.upsert_vector(np.asarray(vec(2)), attach_to_document_node=0)
+    assert second["chunk_node_id"] == 2
+    results = client.search_vector(vec(1), k=2)["results"]
+    assert [r["record_id"] for r in results] == [0, 1]
+    assert results[0] == {"memory_id": "rec:0", "record_id": 0, "score": 0.0, "metadata": {"n": 1}}
+
+
+def test_text_operations(client: VmpClient) -> None:
+    text = " ".join(f"word{i}" for i in range(60))
+    chunks = chunk_text(text, max_chars=64)
+    assert len(chunks) > 3
+    result = client.upsert_text(text, chunk_size=64, tags=["doc"], metadata={"source": "t"})
+    n = len(chunks)
+    assert result == {
+        "memory_ids": [f"rec:{i}" for i in range(n)],
+        "record_ids": list(range(n)),
+        "document_node_id": 0,
+        "chunk_node_ids": list(range(1, n + 1)),
+        "chunk_count": n,
+    }
+    # A second document starts after the first one's nodes.
+    again = client.upsert_text("another short text")
+    assert again["document_node_id"] == n + 1
+    assert again["chunk_node_ids"] == [n + 2]
+    assert again["record_ids"] == [n]
+    # Searching with a chunk's own text finds that chunk first, at distance 0.
+    hit = client.search_text(chunks[2], k=3)["results"][0]
+    assert (hit["record_id"], hit["score"], hit["metadata"]) == (2, 0.0, {"source": "t"})
+    assert client.get_metadata("node:0") is None
+
+
+def test_text_needs_content_and_an_embedder(store: VmpStore) -> None:
+    transport = AppTransport(build_vmp_app(store, api_key=API_KEY))
+    with VmpClient("http://vmp.test", API_KEY, transport=transport) as bare:
+        with pytest.raises(ValueError, match="embed"):
+            bare.upsert_text("text")
+        assert bare.upsert_text("x", embed=toy_embed)["chunk_count"] == 1
+        with pytest.raises(ValueError, match="content"):
+            bare.upsert_text("   \n ", embed=toy_embed)
+
+
+def test_embedder_failure_writes_nothing(client: VmpClient) -> None:
+    text = " ".join(f"w{i}" for i in range(40))
+    before = client.state_hash()
+
+    def broken(chunk: str) -> list[float]:
+        if chunk.startswith("w1"):
+            raise RuntimeError("embedder down")
+        return toy_embed(chunk)
+
+    # Every chunk is embedded before the first write: a failing embedder stores nothing.
+    with pytest.raises(RuntimeError):
+        client.upsert_text(text, chunk_size=16, embed=broken)
+    assert client.state_hash() == before
+
+
+def test_server_refusal_part_way_keeps_earlier_chunks(client: VmpClient) -> None:
+    # VMP v0 has no batch: chunks stored before a refused one stay (documented).
+    calls: list[str] = []
+
+    def wrong_third(chunk: str) -> list[float]:
+        calls.append(chunk)
+        return [0.0] * (DIM + 1) if len(calls) == 3 else toy_embed(chunk)
+
+    with pytest.raises(DimMismatch):
+        client.upsert_text(" ".join(f"w{i}" for i in range(40)), chunk_size=16, embed=wrong_third)
+    assert client.health()["records"] == 2
+
+
+def test_typed_errors(client: VmpClient) -> None:
+    client.upsert_vector(vec(1))
+    with pytest.raises(DimMismatch) as dim:
+        client.search_vector([0.0] * (DIM + 2), k=1)
+    assert (dim.value.code, dim.value.status) == ("DIM_MISMATCH", 400)
+    with pytest.raises(InvalidArgument):
+        client.search_vector(vec(1), k=0)
+    with pytest.raises(InvalidArgument):
+        client.upsert_vector([0.0, 0.0, 0.0, 40000.0])
+    with pytest.raises(NotFound) as missing:
+        client.upsert_vector(vec(2), attach_to_document_node=1)
+    assert missing.value.status == 404
+    with pytest.raises(NotFound):
+        client.set_metadata("rec:99", {"x": 1})
+    with pytest.raises(InvalidArgument):
+        client.restore(b"not a snapshot")
+    # Non-finite values are refused before they leave the client.
+    with pytest.raises(InvalidArgument):
+        client.upsert_vector([math.nan] * DIM)
+    with pytest.raises(InvalidArgument):
+        client.upsert_vector(vec(1), metadata={"x": math.inf})
+
+
+def test_capacity_error(client: VmpClient) -> None:
+    for seed in range(50):
+        client.upsert_vector(vec(seed))
+    with pytest.raises(CapacityExceeded) as full:
+        client.upsert_vector(vec(99))
+    assert (full.value.code, full.value.status) == ("CAPACITY_EXCEEDED", 507)
+
+
+def test_metadata_snapshot_restore_and_proof(client: VmpClient, store: VmpStore) -> None:
+    client.upsert_vector(vec(1))
+    client.set_metadata("rec:0", {"k": [1, 2]})
+    client.set_metadata("node:0", "document")
+    assert client.get_metadata("rec:0") == {"k": [1, 2]}
+    assert client.get_metadata("node:0") == "document"
+    assert client.get_metadata("rec:7") is None
+    digest = client.state_hash()
+    assert digest == store.state_hash()
+    blob = client.snapshot()
+    assert blob == store.snapshot()
+    client.upsert_vector(vec(2))
+    client.restore(blob)
+    assert client.state_hash() == digest
+    assert client.health() == {"status": "ok", "dim": DIM, "records": 1}
+
+
+def test_wrong_key_and_unreachable_server(store: VmpStore) -> None:
+    app = build_vmp_app(store, api_key=API_KEY)
+    with VmpClient("http://vmp.test", "wrong", transport=AppTransport(app)) as wrong:
+        with pytest.raises(Unauthenticated) as info:
+            wrong.health()
+        assert info.value.status == 401
+    keyless = VmpClient("http://vmp.test", transport=AppTransport(app))
+    with keyless, pytest.raises(Unauthenticated):
+        keyless.upsert_vector(vec(1))
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    with VmpClient("http://vmp.test", API_KEY, transport=httpx.MockTransport(refuse)) as down:
+        with pytest.raises(Unavailable) as gone:
+            down.health()
+        assert gone.value.status == 0
+
+
+def test_non_vmp_error_responses() -> None:
+    def proxy_error(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(502, text="bad gateway")
+
+    with VmpClient("http://vmp.test", API_KEY, transport=httpx.MockTransport(proxy_error)) as c:
+        with pytest.raises(VmpError) as info:
+            c.health()
+        assert (info.value.code, info.value.status) == ("INTERNAL_ERROR", 502)
+    assert type(error_from_wire("NOT_FOUND", 404, "x")) is NotFound
+    assert type(error_from_wire("NOT_FOUND", 400, "x")) is VmpError
+    assert type(error_from_wire("SOMETHING_NEW", 418, "x")) is VmpError
+
+
+def test_chunking() -> None:
+    assert chunk_text("") == []
+    assert chunk_text("  a  b\n\tc ") == ["a b c"]
+    assert chunk_text("abcdefgh", max_chars=3) == ["abc", "def", "gh"]
+    assert chunk_text("ab cd ef", max_chars=5) == ["ab cd", "ef"]
+    assert chunk_text("x abcdefg y", max_chars=3) == ["x", "abc", "def", "g y"]
+    text = " ".join(f"w{i}" for i in range(500))
+    chunks = chunk_text(text, max_chars=50)
+    assert all(len(c) <= 50 for c in chunks)
+    assert " ".join(chunks) == text
+    with pytest.raises(ValueError, match="max_chars"):
+        chunk_text("a", max_chars=0)
