@@ -211,7 +211,9 @@ def test_inspect_reads_without_creating(tmp_path: Path, db_path: Path) -> None:
     assert inspect_database(str(missing), plane="test").exists is False
     assert not missing.exists()
     open_db(str(db_path)).close()
+    before = {p.name: file_digest(p) for p in db_path.parent.iterdir()}
     report = inspect_database(str(db_path), plane="test", keys=["dim"])
+    assert {p.name: file_digest(p) for p in db_path.parent.iterdir()} == before
     assert (report.exists, report.schema_version, report.meta, report.integrity) == (
         True,
         2,

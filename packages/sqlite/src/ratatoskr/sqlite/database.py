@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from ratatoskr.sqlite.driver import MEMORY_PATH, ConnectionOptions, connect, translate_errors
+from ratatoskr.sqlite.driver import (
+    MEMORY_PATH,
+    ConnectionOptions,
+    connect,
+    load_sqlite_vec,
+    translate_errors,
+)
 from ratatoskr.sqlite.errors import SchemaMismatch, StorageUnavailable
 from ratatoskr.sqlite.migrations import (
     Migration,
@@ -177,9 +183,20 @@ def inspect_database(
     """
     if not os.path.exists(path):
         return DatabaseReport(path=path, exists=False)
-    conn = connect(path, ConnectionOptions(readonly=True, load_vec=True))
+    # Not `connect`: no pragma may change the file. Read-write when allowed, because a
+    # read-only reader of a WAL database leaves -wal/-shm files behind, while the last
+    # read-write connection removes them on close, leaving the directory as it was.
+    writable = os.access(path, os.W_OK) and os.access(
+        os.path.dirname(os.path.abspath(path)), os.W_OK
+    )
+    with translate_errors():
+        conn = apsw.Connection(
+            path, flags=apsw.SQLITE_OPEN_READWRITE if writable else apsw.SQLITE_OPEN_READONLY
+        )
     try:
         with translate_errors():
+            conn.set_busy_timeout(ConnectionOptions().busy_timeout_ms)
+            load_sqlite_vec(conn)
             check = "quick_check" if quick else "integrity_check"
             rows = conn.execute(f"PRAGMA {check}").fetchall()
             integrity = "ok" if rows == [("ok",)] else "damaged"

@@ -1,0 +1,180 @@
+"""The CLI: bad configuration fails at start with one line naming the setting and
+no database created or changed; token and doctor."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import jwt
+import pytest
+
+from ratatoskr.memory import open_memory_store
+
+from .conftest import KEY
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
+    full.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "ratatoskr.provider", *args],
+        env=full,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def snapshot(d: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(d.iterdir())
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "RATATOSKR_MEMORY_DB": str(tmp_path / "memory.db"),
+        "RATATOSKR_AFFECT_DB": str(tmp_path / "affect.db"),
+        "RATATOSKR_VMP_DB": str(tmp_path / "vmp.db"),
+        "RATATOSKR_HEIMDALL_KEY": KEY,
+        "RATATOSKR_MEMORY_EMBEDDING_DIM": "8",
+        "RATATOSKR_PORT": "0",
+    }
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    yield s.getsockname()[1]
+    s.close()
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], setting: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert setting in lines[0]
+
+
+def test_wrong_dimension_vs_existing_file(tmp_path: Path, env: dict[str, str]) -> None:
+    open_memory_store(env["RATATOSKR_MEMORY_DB"], embedding_dim=16).close()
+    before = snapshot(tmp_path)
+    result = run(["serve"], env, tmp_path)
+    assert_refused(result, "RATATOSKR_MEMORY_EMBEDDING_DIM")
+    assert "16" in result.stderr
+    assert snapshot(tmp_path) == before  # neither changed nor any other plane's file created
+
+
+def test_unreadable_key_file(tmp_path: Path, env: dict[str, str]) -> None:
+    del env["RATATOSKR_HEIMDALL_KEY"]
+    env["RATATOSKR_HEIMDALL_KEY_FILE"] = str(tmp_path / "missing.key")
+    assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_HEIMDALL_KEY_FILE")
+    loose = tmp_path / "loose.key"
+    loose.write_text("k")
+    loose.chmod(0o644)
+    env["RATATOSKR_HEIMDALL_KEY_FILE"] = str(loose)
+    assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_HEIMDALL_KEY_FILE")
+    assert snapshot(tmp_path) == {"loose.key": hashlib.sha256(b"k").hexdigest()}
+
+
+def test_same_file_for_two_planes(tmp_path: Path, env: dict[str, str]) -> None:
+    env["RATATOSKR_AFFECT_DB"] = env["RATATOSKR_MEMORY_DB"]
+    assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_MEMORY_DB and RATATOSKR_AFFECT_DB")
+    assert snapshot(tmp_path) == {}
+
+
+def test_port_in_use(tmp_path: Path, env: dict[str, str], busy_port: int) -> None:
+    env["RATATOSKR_PORT"] = str(busy_port)
+    assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_PORT")
+    assert snapshot(tmp_path) == {}
+
+
+def test_no_key_is_refused_with_what_to_set(tmp_path: Path, env: dict[str, str]) -> None:
+    del env["RATATOSKR_HEIMDALL_KEY"]
+    result = run(["serve"], env, tmp_path)
+    assert_refused(result, "RATATOSKR_HEIMDALL_KEY")
+    assert "--dev" in result.stderr
+    assert snapshot(tmp_path) == {}
+
+
+def test_bad_value_names_the_setting(tmp_path: Path, env: dict[str, str]) -> None:
+    env["RATATOSKR_MEMORY_EMBEDDING_DIM"] = "many"
+    assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_MEMORY_EMBEDDING_DIM")
+
+
+def test_vmp_needs_a_key_off_loopback(tmp_path: Path, env: dict[str, str]) -> None:
+    env["RATATOSKR_HOST"] = "0.0.0.0"
+    assert_refused(run(["serve", "--plane", "vmp"], env, tmp_path), "RATATOSKR_VMP_API_KEY")
+
+
+def test_token_is_bound_to_body_plane_and_verb(tmp_path: Path, env: dict[str, str]) -> None:
+    body = tmp_path / "body.json"
+    body.write_bytes(b'{"x": 1}')
+    result = run(
+        [
+            "token",
+            "--plane",
+            "affect",
+            "--verb",
+            "get",
+            "--body",
+            str(body),
+            "--scope",
+            '{"tenant": "t"}',
+        ],
+        env,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    claims = jwt.decode(result.stdout.strip(), KEY, algorithms=["HS256"], audience="ratatoskr")
+    assert claims["bifrost"] == {
+        "plane": "affect",
+        "verb": "get",
+        "body_sha256": hashlib.sha256(b'{"x": 1}').hexdigest(),
+        "scope": {"tenant": "t"},
+    }
+    assert claims["exp"] - claims["iat"] <= 300
+
+
+def test_doctor(tmp_path: Path, env: dict[str, str]) -> None:
+    fresh = run(["doctor"], env, tmp_path)
+    assert fresh.returncode == 0, fresh.stdout
+    assert "not created yet" in fresh.stdout
+    assert snapshot(tmp_path) == {}
+    open_memory_store(env["RATATOSKR_MEMORY_DB"], embedding_dim=16).close()
+    bad = run(["doctor"], env, tmp_path)
+    assert bad.returncode == 1
+    assert "embedding_dim 16 but settings say 8" in bad.stdout
+    assert "sqlite-vec" in bad.stdout
+
+
+def test_dev_mode_key_is_private_and_stable(tmp_path: Path) -> None:
+    body = tmp_path / "b.json"
+    body.write_text("{}")
+    first = run(
+        ["token", "--dev", "--plane", "memory", "--verb", "health", "--body", str(body)],
+        {},
+        tmp_path,
+    )
+    assert first.returncode == 0, first.stderr
+    key = tmp_path / "var" / "dev-heimdall.key"
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    content = key.read_bytes()
+    run(
+        ["token", "--dev", "--plane", "memory", "--verb", "health", "--body", str(body)],
+        {},
+        tmp_path,
+    )
+    assert key.read_bytes() == content

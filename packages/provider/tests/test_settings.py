@@ -1,0 +1,77 @@
+"""Settings: every field described and documented; the layout and key checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ratatoskr.provider.settings import ConfigError, Settings, validate_layout
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_every_setting_has_a_description() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description, name
+
+
+def test_every_setting_is_in_the_readme_table() -> None:
+    text = README.read_text()
+    for name in Settings.model_fields:
+        assert f"| `RATATOSKR_{name.upper()}` |" in text, name
+
+
+def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RATATOSKR_MEMORY_EMBEDDING_DIM", "768")
+    monkeypatch.setenv("RATATOSKR_HEIMDALL_KEY", "k")
+    s = Settings()
+    assert s.memory_embedding_dim == 768
+    assert s.heimdall_key_bytes() == b"k"
+
+
+def test_planes_default_to_separate_files() -> None:
+    s = Settings()
+    assert len({s.memory_db, s.affect_db, s.vmp_db}) == 3
+
+
+def test_two_planes_on_one_file_are_refused(tmp_path: Path) -> None:
+    same = str(tmp_path / "one.db")
+    s = Settings(memory_db=same, affect_db=str(tmp_path / "." / "one.db"))
+    with pytest.raises(ConfigError, match="RATATOSKR_MEMORY_DB and RATATOSKR_AFFECT_DB"):
+        validate_layout(s, ("memory", "affect", "vmp"))
+
+
+def test_missing_directory_is_refused(tmp_path: Path) -> None:
+    s = Settings(vmp_db=str(tmp_path / "nope" / "vmp.db"))
+    with pytest.raises(ConfigError, match="RATATOSKR_VMP_DB"):
+        validate_layout(s, ("vmp",))
+
+
+def test_key_and_key_file_are_exclusive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Settings(heimdall_key="a", heimdall_key_file=tmp_path / "k")
+
+
+def test_missing_key_says_what_to_set() -> None:
+    with pytest.raises(ConfigError, match="RATATOSKR_HEIMDALL_KEY"):
+        Settings().heimdall_key_bytes()
+
+
+def test_key_file(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("secret\n")
+    os.chmod(key, 0o600)
+    assert Settings(heimdall_key_file=key).heimdall_key_bytes() == b"secret"
+    os.chmod(key, 0o644)
+    with pytest.raises(ConfigError, match="readable by others"):
+        Settings(heimdall_key_file=key).heimdall_key_bytes()
+    with pytest.raises(ConfigError, match="cannot read"):
+        Settings(heimdall_key_file=tmp_path / "absent").heimdall_key_bytes()
+
+
+def test_secrets_do_not_show_in_repr() -> None:
+    s = Settings(heimdall_key="topsecret", vmp_api_key="alsosecret")
+    assert "topsecret" not in repr(s)
+    assert "alsosecret" not in repr(s)
