@@ -75,7 +75,11 @@ def hs256(payload: dict[str, Any], key: bytes = KEY) -> str:
 
 
 BODY = envelope_bytes("health")
-NOW = int(time.time())
+
+
+def t() -> int:
+    return int(time.time())
+
 
 CASES: dict[str, Any] = {
     "alg none": lambda b: handmade({"alg": "none", "typ": "JWT"}, claims(b), None),
@@ -85,10 +89,10 @@ CASES: dict[str, Any] = {
     "wrong key": lambda b: hs256(claims(b), b"another-key-0123456789abcdef-0123"),
     "wrong aud": lambda b: hs256(claims(b, aud="someone-else")),
     "wrong iss": lambda b: hs256(claims(b, iss="loki")),
-    "expired": lambda b: hs256(claims(b, iat=NOW - 400, exp=NOW - 120)),
-    "nbf in future": lambda b: hs256(claims(b, nbf=NOW + 120)),
-    "iat in future": lambda b: hs256(claims(b, iat=NOW + 120, exp=NOW + 180)),
-    "lifetime over max": lambda b: hs256(claims(b, exp=NOW + 301)),
+    "expired": lambda b: hs256(claims(b, iat=t() - 400, exp=t() - 120)),
+    "nbf in future": lambda b: hs256(claims(b, nbf=t() + 120)),
+    "iat in future": lambda b: hs256(claims(b, iat=t() + 120, exp=t() + 180)),
+    "lifetime over max": lambda b: hs256(claims(b, iat=t(), exp=t() + 301)),
     "missing jti": lambda b: hs256(claims(b, jti=None)),
     "missing sub": lambda b: hs256(claims(b, sub=None)),
     "missing exp": lambda b: hs256(claims(b, exp=None)),
@@ -165,7 +169,8 @@ def test_valid_token_accepted(memory_wire: Wire, memory_store: SpyMemoryStore) -
     assert memory_wire.post_raw(BODY, hs256(claims(BODY))).status_code == 200
     # Inside the leeway: expired 20 s ago is still accepted (skew allowance 30 s).
     body = envelope_bytes("health")
-    late = hs256(claims(body, iat=NOW - 200, exp=NOW - 20))
+    now = t()
+    late = hs256(claims(body, iat=now - 200, exp=now - 20))
     assert memory_wire.post_raw(body, late).status_code == 200
 
 

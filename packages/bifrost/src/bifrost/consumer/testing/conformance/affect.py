@@ -102,6 +102,8 @@ class AffectStoreConformance:
         assert got is not None
         assert strip(got) == r
         assert got["revision"] == 1
+        assert isinstance(got.get("recorded_at"), str)
+        assert got["recorded_at"].endswith("Z")
         stamp = datetime.fromisoformat(got["recorded_at"].replace("Z", "+00:00"))
         assert stamp.tzinfo is not None
         assert stamp.utcoffset() == UTC.utcoffset(None)
