@@ -60,7 +60,7 @@ def test_every_verb_over_a_real_socket_then_sigterm(
     hits = memory.search(emb(3), top_k=3, scope_all={"end_user": "u1"})
     assert [h["chunk_id"] for h in hits] == ["c11", "c19", "c3"]  # equal vectors: ties by chunk_id
     assert all(h["chunk"]["scope"]["end_user"] == "u1" for h in hits)
-    assert memory.get("c5")["revision"] == 1  # type: ignore[index]
+    assert memory.get("c5")["revision"] == 1
     assert [r["id"] for r in memory.get_many(["c2", "nope", "c1"])] == ["c2", "c1"]
     assert memory.delete_many(["c19", "nope"]) == {"deleted": 1}
 
