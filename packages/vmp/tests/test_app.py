@@ -318,13 +318,14 @@ def test_meta_set_errors(http: TestClient) -> None:
     before = state(http)
     unknown = http.post("/v1/memory/meta/set", json={"target_id": "rec:4", "metadata": {}})
     assert_error(unknown, 404, "NOT_FOUND")
-    for body in (
+    bodies: list[dict[str, Any]] = [
         {"target_id": "doc:0", "metadata": {}},
         {"target_id": 0, "metadata": {}},
         {"target_id": "rec:0"},
         {"metadata": {}},
         {"target_id": "rec:0", "metadata": {}, "x": 1},
-    ):
+    ]
+    for body in bodies:
         assert_error(http.post("/v1/memory/meta/set", json=body), 400, "INVALID_ARGUMENT")
     assert state(http) == before
 

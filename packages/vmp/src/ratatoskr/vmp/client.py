@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypedDict, cast
 
@@ -27,7 +27,8 @@ from ratatoskr.vmp.errors import (
     error_from_wire,
 )
 
-EmbedFn = Callable[[str], Sequence[float]]
+# Embedders may return any iterable of numbers (a list, a numpy array, …).
+EmbedFn = Callable[[str], Iterable[float]]
 
 
 class UpsertVectorResponse(TypedDict):
@@ -103,7 +104,7 @@ class VmpClient:
 
     def upsert_vector(
         self,
-        vector: Sequence[float],
+        vector: Iterable[float],
         *,
         attach_to_document_node: int | None = None,
         tags: Sequence[str] | None = None,
@@ -122,7 +123,7 @@ class VmpClient:
             payload["metadata"] = metadata
         return cast(UpsertVectorResponse, self._post_json("/v1/memory/upsert_vector", payload))
 
-    def search_vector(self, query_vector: Sequence[float], k: int = 5) -> SearchResponse:
+    def search_vector(self, query_vector: Iterable[float], k: int = 5) -> SearchResponse:
         """``mem.search_vector``: the k nearest records, ascending score, ties by record_id."""
         payload = {"query_vector": _numbers(query_vector), "k": k}
         return cast(SearchResponse, self._post_json("/v1/memory/search_vector", payload))
@@ -267,7 +268,7 @@ def _error_of(response: httpx.Response) -> VmpError:
     )
 
 
-def _numbers(values: Sequence[float]) -> list[float]:
+def _numbers(values: Iterable[float]) -> list[float]:
     """A vector as plain JSON numbers (embedders often return numpy arrays)."""
     out: list[float] = []
     for value in values:
