@@ -145,15 +145,14 @@ def _pipeline(plane: _Plane, body: bytes, token: str, handshake: bool, facts: _H
     facts.call_id, facts.verb = env.call_id, env.verb
     if env.verb != claims.verb:
         raise Unauthenticated("token minted for another verb")
-    ctx = claims.context(env.call_id)
     ctx = DispatchContext(
-        actor=ctx.actor,
-        scope=ctx.scope,
-        call_id=ctx.call_id,
+        actor=claims.actor,
+        scope=dict(claims.scope),
+        call_id=env.call_id,
         plane=plane.name,
         verb=env.verb,
         consumer_id=plane.registration.consumer_id,
-        token_id=ctx.token_id,
+        token_id=claims.token_id,
     )
     if handshake:
         if env.verb != "handshake":
