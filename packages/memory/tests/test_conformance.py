@@ -1,0 +1,46 @@
+"""bifrost's memory conformance kit, run against this store in memory and on disk."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bifrost.consumer.testing.conformance import MemoryStoreConformance, MemoryStoreFactory
+from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+
+
+@pytest.fixture(params=["memory", "file"])
+def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStoreFactory]:
+    opened: list[RatatoskrMemoryStore] = []
+
+    def make(
+        *,
+        embedding_dim: int = 8,
+        max_batch: int = 1000,
+        max_top_k: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> RatatoskrMemoryStore:
+        # A fresh, empty, independent store on every call.
+        path = ":memory:" if request.param == "memory" else str(tmp_path / f"m{len(opened)}.db")
+        s = open_memory_store(
+            path,
+            embedding_dim=embedding_dim,
+            max_batch=max_batch,
+            max_top_k=max_top_k,
+            clock=clock,
+        )
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+class TestRatatoskrMemoryStore(MemoryStoreConformance):
+    @pytest.fixture
+    def make_store(self, factory: MemoryStoreFactory) -> MemoryStoreFactory:
+        return factory
