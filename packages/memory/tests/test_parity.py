@@ -32,7 +32,15 @@ def random_scope(rng: random.Random) -> dict[str, str]:
 def random_vector(rng: random.Random) -> list[float]:
     # Small integers make exact ties common, so tie order is exercised too.
     v = [float(rng.randint(-2, 2)) for _ in range(DIM)]
-    return v if any(v) else [1.0] + v[1:]
+    return v if any(v) else [1.0, *v[1:]]
+
+
+def scoped(rng: random.Random, grant: dict[str, str]) -> dict[str, str]:
+    """Mostly inside the grant; now and then outside it (then 403 on both stores)."""
+    scope = random_scope(rng)
+    if rng.random() < 0.9:
+        scope.update(grant)
+    return scope
 
 
 def envelope(n: int, verb: str, args: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -51,8 +59,7 @@ def random_sequence(rng: random.Random, length: int, grant: dict[str, str]) -> l
                 {
                     "id": cid,
                     "embedding": random_vector(rng),
-                    # mostly inside the grant; now and then outside it (→ 403 on both)
-                    "scope": {**random_scope(rng), **(grant if rng.random() < 0.9 else {})},
+                    "scope": scoped(rng, grant),
                     "content": f"note {n}",
                     **({"distillate": f"d{n}"} if rng.random() < 0.5 else {}),
                 }
