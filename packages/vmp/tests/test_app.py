@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -466,3 +467,35 @@ def test_loopback_hosts() -> None:
         assert is_loopback_host(host)
     for host in ("0.0.0.0", "::", "192.168.1.4", "example.org", ""):
         assert not is_loopback_host(host)
+
+
+def test_unexpected_exceptions_are_500_and_logged_without_content(
+    store: VmpStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret-content-in-exception")
+
+    monkeypatch.setattr(store, "search_vector", explode)
+    app = build_vmp_app(store, api_key=API_KEY)
+    with TestClient(app, headers=AUTH) as http, caplog.at_level(logging.ERROR, "ratatoskr.vmp"):
+        response = http.post("/v1/memory/search", json={"query_vector": vec(1), "k": 1})
+    assert_error(response, 500, "INTERNAL_ERROR")
+    assert "secret-content" not in response.text
+    assert "RuntimeError" in caplog.text
+    assert "secret-content" not in caplog.text
+
+
+def test_store_calls_run_in_worker_threads(
+    store: VmpStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+    real = store.health
+
+    def spy() -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(store, "health", spy)
+    with TestClient(build_vmp_app(store, api_key=API_KEY), headers=AUTH) as http:
+        assert http.get("/health").status_code == 200
+    assert seen and seen[0].startswith("AnyIO worker thread")
