@@ -59,6 +59,28 @@ def test_top_k_equals_reference(case: tuple[int, list[list[int]], list[int], int
     assert search(rows, query, k, dim) == reference_top_k(rows, query, k)
 
 
+@st.composite
+def near_cases(draw: st.DrawFn) -> tuple[list[list[int]], list[int], int]:
+    """Many rows around one centre, so the prefilter must prune among near-equal distances."""
+    dim = 6
+    centre = draw(st.lists(q_value, min_size=dim, max_size=dim))
+    spread = draw(st.sampled_from([1, 7, 2**8, 2**16, 2**24]))
+    rng = draw(st.randoms())
+
+    def near() -> list[int]:
+        return [min(Q_MAX, max(Q_MIN, c + rng.randint(-spread, spread))) for c in centre]
+
+    rows = [near() for _ in range(draw(st.integers(min_value=20, max_value=200)))]
+    return rows, near(), draw(st.integers(min_value=1, max_value=5))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(near_cases())
+def test_prefilter_keeps_every_true_neighbour(case: tuple[list[list[int]], list[int], int]) -> None:
+    rows, query, k = case
+    assert search(rows, query, k, 6) == reference_top_k(rows, query, k)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.lists(q_value, min_size=8, max_size=8), min_size=1, max_size=20),
