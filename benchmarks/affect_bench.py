@@ -1,0 +1,216 @@
+"""Affect plane benchmark: the SQLite affect store at N keys × R revisions.
+
+Measured in one process, against a file-backed store with the real durability
+settings (WAL, synchronous=FULL):
+
+- ``put_many`` in batches of 100 records: R passes over the N keys, pass r
+  writing revision r of every key (so the last passes append to long
+  histories); throughput in records/s and per-batch latency;
+- ``get`` latency (p50/p95) of random keys;
+- ``history`` latency of random keys: the default first page (limit 50, all R
+  revisions) and a second keyset page (limit 3, ``before_revision``);
+- ``list`` latency: the first page (limit 50) unfiltered, within one tenant of
+  100 (1%), within a tenant + end user (0.1%), with ``scope_any`` over 3
+  tenants, and a page deep in the key range (``after_key``);
+- the database file size.
+
+Records look like Worldtree's affect state (~350 bytes of JSON): valence,
+arousal, labels, an appraisal note; scopes are 100 tenants × 10 end users.
+
+    .venv/bin/python benchmarks/affect_bench.py                                # small, seconds
+    .venv/bin/python benchmarks/affect_bench.py --keys 100000 --revisions 10   # full
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bifrost.context import DispatchContext
+from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.sqlite import driver_versions
+
+BATCH = 100
+TENANTS = 100
+USERS = 10
+CTX = DispatchContext(actor="bench", plane="affect", verb="put_many")
+LABELS = ["calm", "curious", "tense", "warm", "wary", "playful", "tired", "focused"]
+
+
+def key_of(i: int) -> str:
+    return f"agent-{i % 7:02d}/subject-{i:07d}"
+
+
+def scope_of(i: int) -> dict[str, str]:
+    t = i % TENANTS
+    return {"tenant": f"tenant-{t:03d}", "end_user": f"user-{t:03d}-{(i // TENANTS) % USERS}"}
+
+
+def record(i: int, revision: int) -> dict[str, Any]:
+    rng = random.Random(i * 1_000 + revision)
+    return {
+        "key": key_of(i),
+        "scope": scope_of(i),
+        "valence": round(rng.uniform(-1, 1), 4),
+        "arousal": round(rng.uniform(0, 1), 4),
+        "dominance": round(rng.uniform(0, 1), 4),
+        "labels": rng.sample(LABELS, 2),
+        "appraisal": {
+            "trigger": f"turn {revision} of session {i // 37}",
+            "note": "the subject answered slowly and changed the topic twice " * 2,
+            "confidence": round(rng.uniform(0.5, 1), 3),
+        },
+        "model": "worldtree-appraiser/2",
+    }
+
+
+def pct(xs: list[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def latency(fn: Callable[[int], Any], samples: int, rng: random.Random, n: int) -> dict[str, float]:
+    picks = [rng.randrange(n) for _ in range(samples)]
+    for i in picks[: min(50, samples)]:  # warm the page cache and the reader connection
+        fn(i)
+    times: list[float] = []
+    for i in picks:
+        start = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - start)
+    return {"p50_ms": statistics.median(times) * 1e3, "p95_ms": pct(times, 0.95) * 1e3}
+
+
+def load(store: RatatoskrAffectStore, keys: int, revisions: int, progress: bool) -> dict[str, Any]:
+    batch_times: list[float] = []
+    total_start = time.perf_counter()
+    for rev in range(1, revisions + 1):
+        pass_start = time.perf_counter()
+        for start in range(0, keys, BATCH):
+            records = [record(i, rev) for i in range(start, min(keys, start + BATCH))]
+            t0 = time.perf_counter()
+            store.put_many(records, idempotency_key=f"r{rev}-b{start}", ctx=CTX)
+            batch_times.append(time.perf_counter() - t0)
+        if progress:
+            took = time.perf_counter() - pass_start
+            print(f"  revision {rev}: {keys} records in {took:.1f} s ({keys / took:,.0f}/s)")
+    total = time.perf_counter() - total_start
+    written = keys * revisions
+    put_time = sum(batch_times)
+    return {
+        "records": written,
+        "batches": len(batch_times),
+        "wall_s": total,
+        "records_per_s": written / put_time,
+        "batch_p50_ms": statistics.median(batch_times) * 1e3,
+        "batch_p95_ms": pct(batch_times, 0.95) * 1e3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keys", type=int, default=2_000, help="distinct keys (default 2000)")
+    parser.add_argument("--revisions", type=int, default=3, help="revisions per key (default 3)")
+    parser.add_argument("--samples", type=int, default=2_000, help="reads per latency figure")
+    parser.add_argument("--dir", help="where to create the database (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the database file")
+    parser.add_argument("--out", help="write the markdown results to this file")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    workdir = Path(args.dir or tempfile.mkdtemp(prefix="affect-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    db = workdir / "affect-bench.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    rng = random.Random(args.seed)
+    n, revs = args.keys, args.revisions
+    store = open_affect_store(str(db))
+    try:
+        print(f"loading {n:,} keys × {revs} revisions in batches of {BATCH} into {db}")
+        put = load(store, n, revs, progress=True)
+
+        def get(i: int) -> None:
+            assert store.get(key_of(i)) is not None
+
+        def history(i: int) -> None:
+            assert len(store.history(key_of(i))["items"]) == revs
+
+        def history_page2(i: int) -> None:
+            store.history(key_of(i), limit=3, before_revision=max(1, revs - 2))
+
+        tenant = scope_of(0)
+        reads = {
+            "get": latency(get, args.samples, rng, n),
+            "history (first page, all revisions)": latency(history, args.samples, rng, n),
+            "history (keyset page 2, limit 3)": latency(history_page2, args.samples, rng, n),
+        }
+        list_samples = max(50, args.samples // 10)
+        list_cases: dict[str, Callable[[int], Any]] = {
+            "list unfiltered, limit 50": lambda i: store.list(limit=50),
+            "list 1 tenant (1%), limit 50": lambda i: store.list(
+                scope_all={"tenant": scope_of(i)["tenant"]}, limit=50
+            ),
+            "list tenant + end user (0.1%), limit 50": lambda i: store.list(
+                scope_all=scope_of(i), limit=50
+            ),
+            "list scope_any 3 tenants, limit 50": lambda i: store.list(
+                scope_any=[{"tenant": scope_of(i + d)["tenant"]} for d in range(3)], limit=50
+            ),
+            "list deep page (after_key), limit 50": lambda i: store.list(
+                after_key=key_of(i), limit=50
+            ),
+        }
+        for name, fn in list_cases.items():
+            reads[name] = latency(fn, list_samples, rng, n)
+        assert store.list(scope_all=tenant, limit=1)["items"]
+    finally:
+        store.close()
+    size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal") if Path(f"{db}{s}").exists())
+    if not args.keep and not args.dir:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    versions = driver_versions()
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    summary = (
+        f"{n:,} keys × {revs} revisions ({put['records']:,} records, "
+        f"file {size / 2**20:,.0f} MiB): "
+        f"put_many {put['records_per_s']:,.0f} records/s in batches of {BATCH} "
+        f"(batch p50 {put['batch_p50_ms']:.1f} ms); "
+        f"get p50 {reads['get']['p50_ms']:.3f} ms; "
+        f"history p50 {reads['history (first page, all revisions)']['p50_ms']:.3f} ms "
+        f"({when}, {machine}, SQLite {versions['sqlite']}, synchronous=FULL)"
+    )
+    lines = [
+        f"# Affect plane benchmark — {when}",
+        "",
+        summary,
+        "",
+        "| measure | p50 ms | p95 ms |",
+        "|---|---|---|",
+        f"| put_many batch of {BATCH} | {put['batch_p50_ms']:.2f} | {put['batch_p95_ms']:.2f} |",
+        *(f"| {k} | {v['p50_ms']:.3f} | {v['p95_ms']:.3f} |" for k, v in reads.items()),
+        "",
+        f"Load: {put['records']:,} records in {put['batches']:,} batches, "
+        f"{put['wall_s']:.1f} s wall ({put['records_per_s']:,.0f} records/s inside put_many).",
+    ]
+    text = "\n".join(lines)
+    print()
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
