@@ -320,6 +320,12 @@ class TestList:
         (item,) = store.list(scope_all={"tenant": "t2"})["items"]
         assert item == store.get("a") and item["n"] == 2 and item["revision"] == 2
 
+    def test_keys_order_by_code_point(self, store: RatatoskrAffectStore) -> None:
+        keys = ["a\x00b", "a", "a\x00", "\U0001f600", "\uffff", "é", "a\x01", "B", "~"]
+        put(store, [rec(k, scope={"tenant": "t\x00x"}) for k in keys], "k")
+        assert self.page_through(store, 2, scope_all={"tenant": "t\x00x"}) == sorted(keys)
+        assert store.list(scope_all={"tenant": "t"})["items"] == []
+
     def test_default_limit_is_50(self, store: RatatoskrAffectStore) -> None:
         put(store, [rec(f"k{i:03d}") for i in range(120)], "k")
         page = store.list()

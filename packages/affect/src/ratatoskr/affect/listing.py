@@ -41,6 +41,7 @@ def conjunctions(
     if not scope_any:
         return [dict(scope_all)]
     out: list[dict[str, str]] = []
+    seen: set[frozenset[tuple[str, str]]] = set()
     for member in scope_any:
         merged = dict(scope_all)
         if any(merged.get(axis, value) != value for axis, value in member.items()):
@@ -48,7 +49,9 @@ def conjunctions(
         merged.update(member)
         if merged == scope_all:
             return [dict(scope_all)]  # a member implied by scope_all matches everything it does
-        if merged not in out:
+        frozen = frozenset(merged.items())
+        if frozen not in seen:
+            seen.add(frozen)
             out.append(merged)
     return out
 
