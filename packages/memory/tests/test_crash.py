@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
+from ratatoskr.sqlite.crashtest import kill_mid_stream
 
 from .crash_writer import BATCH, DIM, batch
 
@@ -22,31 +17,9 @@ WRITER = Path(__file__).with_name("crash_writer.py")
 
 
 def run_and_kill(db: str, start: int, min_acks: int, rng: random.Random) -> list[int]:
-    proc = subprocess.Popen(
-        [sys.executable, str(WRITER), db, str(start)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    return kill_mid_stream(
+        [str(WRITER), db, str(start)], min_acks=min_acks, rng=rng, max_delay_s=0.05
     )
-    assert proc.stdout is not None
-    acks: list[int] = []
-
-    def reader() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            acks.append(int(line.split()[1]))
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 60
-    while len(acks) < min_acks and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(rng.uniform(0, 0.05))  # land the kill anywhere inside a batch
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    t.join(5)
-    assert len(acks) >= min_acks, "writer made no progress"
-    return acks
 
 
 @pytest.mark.slow
