@@ -9,7 +9,7 @@ export UV_PYTHON := $(shell command -v $(PYTHON))
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 export UV_LINK_MODE := copy
 
-.PHONY: bootstrap test lint type unit run soak bench bench-full clean
+.PHONY: bootstrap test lint type unit run soak bench bench-full bench-deps clean
 
 $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
@@ -37,5 +37,26 @@ unit: bootstrap
 run: bootstrap
 	$(BIN)/ratatoskr serve --dev
 
+# Benchmarks: their own dependency group (never installed by `run` or `test`), and
+# a second venv for the LangGraph contender under Debian's python3, which can load
+# SQLite extensions. Results go to benchmarks/results/<date>.md and PNGs beside it.
+PEER_PYTHON ?= /usr/bin/python3
+PEERS := benchmarks/.venv-peers
+
+# Synced on every run (a no-op when in place): `uv run` drops groups it was not asked for.
+bench-deps: $(BIN)/uv
+	$(BIN)/uv sync --frozen --inexact --all-packages --group dev --group bench
+
+$(PEERS)/.installed: benchmarks/requirements-peers.txt
+	$(PEER_PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --disable-pip-version-check -r benchmarks/requirements-peers.txt
+	touch $@
+
+bench: bench-deps $(PEERS)/.installed
+	$(BIN)/python benchmarks/compare.py --profile quick --peer-python $(PEERS)/bin/python
+
+bench-full: bench-deps $(PEERS)/.installed
+	$(BIN)/python benchmarks/compare.py --profile full --peer-python $(PEERS)/bin/python
+
 clean:
-	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache $(PEERS)

@@ -1,0 +1,815 @@
+"""Ratatoskr side by side with the stores users would pick instead (`make bench`).
+
+One run, every contender on the same data, each in processes of its own:
+
+- numpy exact brute force over the in-scope vectors (float32 matmul + argpartition);
+- ratatoskr's memory store called directly (``open_memory_store``);
+- ratatoskr through the provider over HTTP (``ratatoskr serve --plane memory`` on
+  127.0.0.1, ``bifrost.client.BifrostClient`` with a real per-call token whose
+  grant is the searched scope);
+- the reference ``bifrost.consumer.testing.InMemoryMemoryStore`` (10k only);
+- LangGraph's ``SqliteStore`` with its sqlite-vec index, a namespace per scope
+  (under Debian's python3 from ``benchmarks/.venv-peers``);
+- Chroma ``PersistentClient`` (HNSW, cosine) with a ``where`` filter on the scope;
+- LanceDB embedded (IVF_PQ index, cosine, BITMAP scalar indexes) with pre-filter;
+- and the VMP plane against valoricore (``vmp_bench.py``).
+
+Data: 384-dim unit vectors (clustered, as embeddings are), 100 tenants × 10 end
+users, tenants in 10 groups; every chunk carries ``{group, tenant, end_user}``.
+Searches (top 10): unfiltered, one tenant (1% of the chunks), one group (10%);
+queries are 80% a stored in-scope vector plus noise, 20% random directions.
+Recall@10 is against a float64 brute force over the in-scope set.
+
+    .venv/bin/python benchmarks/compare.py --profile quick   # N = 10k, 100k; < 10 min
+    .venv/bin/python benchmarks/compare.py --profile full    # N = 10k, 100k, 1M
+
+Writes ``benchmarks/results/<date>.md`` and ``<date>-*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchlib import HERE, Server, fmt_ms, machine_line, p50, p99, progress, version_of
+from contenders import MODES, TOP_K, Data, scope_filter
+
+# -- profiles ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    sizes: tuple[int, ...]
+    queries: int  # per search mode
+    http_upsert_cap: int  # chunks upserted over HTTP (the rest of a bigger store directly)
+    load_seconds: float
+    load_max_requests: int
+    vmp_n: int
+    vmp_m: int
+    vmp_q: int
+    build_timeout_s: float
+    reference_max_n: int = 10_000
+
+
+QUICK = Profile("quick", (10_000, 100_000), 60, 5_000, 6.0, 20_000, 10_000, 100, 100, 600)
+FULL = Profile(
+    "full", (10_000, 100_000, 1_000_000), 200, 10_000, 20.0, 100_000, 10_000, 200, 200, 3600
+)
+DIM = 384
+CLIENTS = 8
+LABELS = {
+    "ratatoskr": "ratatoskr (store API)",
+    "ratatoskr-http": "ratatoskr over HTTP",
+    "numpy": "numpy brute force",
+    "reference": "InMemoryMemoryStore",
+    "langgraph": "LangGraph SqliteStore",
+    "chroma": "Chroma",
+    "lancedb": "LanceDB",
+}
+ORDER = ["ratatoskr", "ratatoskr-http", "numpy", "reference", "langgraph", "chroma", "lancedb"]
+
+
+# -- data ------------------------------------------------------------------------------
+
+
+def make_data(root: Path, sizes: tuple[int, ...], queries: int, seed: int) -> None:
+    """Vectors for the largest N (smaller N use a prefix) and per-N queries + truth."""
+    root.mkdir(parents=True, exist_ok=True)
+    n_max = max(sizes)
+    rng = np.random.default_rng(seed)
+    path = root / "vectors.npy"
+    stamp = root / f"stamp-{n_max}-{seed}"
+    if not stamp.exists():
+        centres = rng.standard_normal((max(n_max // 100, 10), DIM)).astype(np.float32)
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_max, DIM))
+        for start in range(0, n_max, 65536):
+            stop = min(n_max, start + 65536)
+            assign = rng.integers(0, centres.shape[0], stop - start)
+            block = centres[assign] + 1.2 * rng.standard_normal((stop - start, DIM)).astype(
+                np.float32
+            )
+            out[start:stop] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        out.flush()
+        del out
+        stamp.write_text("ok")
+    vectors = np.load(path, mmap_mode="r")
+    for n in sizes:
+        data = Data(str(root), n)
+        qrng = np.random.default_rng(seed + n)
+        for mode in MODES:
+            qs = np.empty((queries, DIM), dtype=np.float32)
+            sels = np.empty(queries, dtype=np.int64)
+            for j in range(queries):
+                if mode == "tenant":
+                    sel = int(qrng.integers(0, 100))
+                    pool = np.arange(sel, n, 100)
+                elif mode == "group":
+                    sel = int(qrng.integers(0, 10))
+                    pool = np.nonzero(data.group_of == sel)[0]
+                else:
+                    sel = -1
+                    pool = None
+                if j % 5 == 4:
+                    v = qrng.standard_normal(DIM)
+                else:
+                    row = int(qrng.integers(0, n)) if pool is None else int(qrng.choice(pool))
+                    v = vectors[row].astype(np.float64)
+                    v = v + 0.1 * qrng.standard_normal(DIM) / np.sqrt(DIM)
+                qs[j] = v / np.linalg.norm(v)
+                sels[j] = sel
+            np.save(root / f"q-{n}-{mode}.npy", qs)
+            np.save(root / f"s-{n}-{mode}.npy", sels)
+            np.save(root / f"t-{n}-{mode}.npy", truth(vectors, data, mode, qs, sels))
+
+
+def truth(vectors: np.ndarray, data: Data, mode: str, qs: np.ndarray, sels: np.ndarray) -> Any:
+    """Exact top 10 rows per query, float64 over the in-scope rows."""
+    n = data.n
+    q64 = qs.astype(np.float64)
+    q64 /= np.linalg.norm(q64, axis=1, keepdims=True)
+    out = np.empty((len(qs), TOP_K), dtype=np.int64)
+    if mode == "unfiltered":
+        best_s = np.full((len(qs), 0), -np.inf)
+        best_i = np.empty((len(qs), 0), dtype=np.int64)
+        for start in range(0, n, 131072):
+            stop = min(n, start + 131072)
+            block = np.asarray(vectors[start:stop], dtype=np.float64)
+            block /= np.linalg.norm(block, axis=1, keepdims=True)
+            s = q64 @ block.T
+            s_all = np.concatenate([best_s, s], axis=1)
+            i_all = np.concatenate(
+                [best_i, np.broadcast_to(np.arange(start, stop), s.shape)], axis=1
+            )
+            keep = np.argpartition(-s_all, TOP_K - 1, axis=1)[:, :TOP_K]
+            best_s = np.take_along_axis(s_all, keep, axis=1)
+            best_i = np.take_along_axis(i_all, keep, axis=1)
+        order = np.argsort(-best_s, axis=1)
+        return np.take_along_axis(best_i, order, axis=1)
+    for j, sel in enumerate(sels):
+        rows = np.nonzero((data.tenant_of if mode == "tenant" else data.group_of) == sel)[0]
+        block = np.asarray(vectors[rows], dtype=np.float64)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        s = block @ q64[j]
+        top = np.argpartition(-s, TOP_K - 1)[:TOP_K]
+        out[j] = rows[top[np.argsort(-s[top])]]
+    return out
+
+
+# -- results ---------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    contender: str
+    n: int
+    upsert_rate: float = float("nan")  # chunks/s in batches of 100
+    upsert_batch_p50: float = float("nan")
+    upsert_note: str = ""
+    search: dict[str, tuple[float, float]] = field(default_factory=dict)  # mode -> (p50, p99)
+    recall: dict[str, float] = field(default_factory=dict)
+    reopen_s: float = float("nan")
+    rss_mb: float = float("nan")
+    extra: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def recall_of(rows: list[list[int]], truth_rows: np.ndarray) -> float:
+    total = 0.0
+    for got, want in zip(rows, truth_rows, strict=True):
+        total += len(set(got[:TOP_K]) & set(want.tolist())) / TOP_K
+    return total / max(1, len(rows))
+
+
+def fill_serve(row: Row, serve: dict[str, Any], data_root: Path) -> None:
+    row.reopen_s = serve["open_s"] + serve.get("first_search_s", 0.0)
+    row.rss_mb = serve.get("vmhwm_mb", float("nan"))
+    for mode, res in serve["modes"].items():
+        row.search[mode] = (p50(res["times"]), p99(res["times"]))
+        t = np.load(data_root / f"t-{row.n}-{mode}.npy")[: len(res["rows"])]
+        row.recall[mode] = recall_of(res["rows"], t)
+
+
+def fill_build(row: Row, build: dict[str, Any]) -> None:
+    if build.get("skip_upsert"):
+        row.upsert_note = "—"
+        return
+    spent = build["batch_s"]
+    chunks = min(row.n, len(spent) * 100)
+    row.upsert_rate = chunks / sum(spent)
+    row.upsert_batch_p50 = p50(spent)
+    for key in ("optimize_s", "vector_index_s", "scalar_index_s"):
+        if key in build:
+            row.extra[key] = build[key]
+
+
+# -- running contenders ------------------------------------------------------------------
+
+
+def run_worker(
+    python: str, phase: str, contender: str, data: Path, n: int, store: Path, timeout: float
+) -> dict[str, Any]:
+    out = store / f"{contender}-{phase}.json"
+    cmd = [
+        python,
+        str(HERE / "contenders.py"),
+        phase,
+        "--contender",
+        contender,
+        "--data",
+        str(data),
+        "--n",
+        str(n),
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+    ]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "PYTHONPATH": ""}
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+        raise RuntimeError(" / ".join(tail) or f"exit {proc.returncode}")
+    return json.loads(out.read_text())
+
+
+def read_vmhwm(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+HEIMDALL_KEY = secrets.token_hex(32)
+
+
+def server_env(db: Path) -> dict[str, str]:
+    return {
+        "RATATOSKR_MEMORY_DB": str(db),
+        "RATATOSKR_MEMORY_EMBEDDING_DIM": str(DIM),
+        "RATATOSKR_HEIMDALL_KEY": HEIMDALL_KEY,
+        "RATATOSKR_LOG_LEVEL": "warning",
+    }
+
+
+def http_client(url: str) -> Any:
+    from bifrost.client import BifrostClient  # noqa: PLC0415 - keeps --help light
+
+    return BifrostClient(url, HEIMDALL_KEY.encode(), actor="bench", plane="memory")
+
+
+def http_build(row: Row, data_root: Path, work: Path, cap: int) -> None:
+    """Upsert the first min(N, cap) chunks through the provider, batches of 100."""
+    n = min(row.n, cap)
+    data = Data(str(data_root), n)
+    db = work / "http-build.db"
+    spent: list[float] = []
+    with Server(["--plane", "memory"], server_env(db), str(work)) as server:
+        client = http_client(server.base_url)
+        try:
+            for b, rows in enumerate(data.batches()):
+                records = [
+                    {
+                        "id": data.chunk_id(i),
+                        "embedding": data.vectors[i].tolist(),
+                        "scope": data.scope(i),
+                        "content": data.content(i),
+                        "distillate": data.distillate(i),
+                        "origin": "conversation",
+                    }
+                    for i in rows
+                ]
+                t0 = time.perf_counter()
+                client.upsert_many(records, idempotency_key=f"h{b}")
+                spent.append(time.perf_counter() - t0)
+        finally:
+            client.close()
+    row.upsert_rate = n / sum(spent)
+    row.upsert_batch_p50 = p50(spent)
+    if n < row.n:
+        row.upsert_note = f"first {n:,} chunks"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+
+
+def http_serve(
+    row: Row, data_root: Path, db: Path, work: Path, queries: int, prof: Profile
+) -> None:
+    """Searches through ``ratatoskr serve`` over the store the direct run built, then load."""
+    data = Data(str(data_root), row.n)
+    t0 = time.perf_counter()
+    with Server(["--plane", "memory"], server_env(db), str(work)) as server:
+        client = http_client(server.base_url)
+        try:
+
+            def search(q: np.ndarray, mode: str, sel: int) -> list[int]:
+                grant = scope_filter(mode, sel)
+                client.scope = dict(grant or {})  # the token's grant is the searched scope
+                hits = client.search(
+                    q.tolist(), top_k=TOP_K, scope_all=grant, include={"embedding": False}
+                )
+                return [Data.row_of(h["chunk_id"]) for h in hits]
+
+            q0, s0 = data.queries("unfiltered")
+            t1 = time.perf_counter()
+            search(q0[0], "unfiltered", int(s0[0]))
+            serve: dict[str, Any] = {"open_s": t1 - t0, "first_search_s": time.perf_counter() - t1}
+            serve["modes"] = {}
+            for mode in MODES:
+                qs, sels = data.queries(mode)
+                qs, sels = qs[:queries], sels[:queries]
+                for j in range(min(3, len(qs))):
+                    search(qs[j], mode, int(sels[j]))
+                times: list[float] = []
+                rows: list[list[int]] = []
+                for j, q in enumerate(qs):
+                    t = time.perf_counter()
+                    rows.append(search(q, mode, int(sels[j])))
+                    times.append(time.perf_counter() - t)
+                serve["modes"][mode] = {"times": times, "rows": rows}
+        finally:
+            client.close()
+        row.extra["load"] = run_load(server.base_url, data_root, row.n, prof)
+        serve["vmhwm_mb"] = read_vmhwm(server.pid)
+    fill_serve(row, serve, data_root)
+
+
+def run_load(url: str, data_root: Path, n: int, prof: Profile) -> dict[str, Any]:
+    """8 concurrent clients in a second process, one-tenant searches, bounded in time."""
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--load",
+        url,
+        "--data",
+        str(data_root),
+        "--n",
+        str(n),
+        "--seconds",
+        str(prof.load_seconds),
+        "--max-requests",
+        str(prof.load_max_requests),
+    ]
+    env = {**os.environ, "BENCH_HEIMDALL_KEY": HEIMDALL_KEY}
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=prof.load_seconds + 120, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError("load generator failed: " + proc.stderr[-500:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+async def _load(url: str, data_root: str, n: int, seconds: float, max_requests: int) -> dict:
+    from bifrost.client import AsyncBifrostClient  # noqa: PLC0415
+
+    key = os.environ["BENCH_HEIMDALL_KEY"].encode()
+    data = Data(data_root, n)
+    qs, sels = data.queries("tenant")
+    qlists = [q.tolist() for q in qs]
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    budget = [max_requests]
+
+    async def worker(w: int) -> None:
+        nonlocal errors
+        client = AsyncBifrostClient(url, key, actor=f"load-{w}", plane="memory")
+        rnd = random.Random(w)
+        try:
+            while time.perf_counter() < deadline and budget[0] > 0:
+                budget[0] -= 1
+                j = rnd.randrange(len(qlists))
+                grant = {"tenant": f"t{int(sels[j]):02d}"}
+                client.scope = grant
+                t = time.perf_counter()
+                try:
+                    await client.search(
+                        qlists[j], top_k=TOP_K, scope_all=grant, include={"embedding": False}
+                    )
+                except Exception:
+                    errors += 1
+                latencies.append(time.perf_counter() - t)
+        finally:
+            await client.aclose()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(CLIENTS)))
+    wall = time.perf_counter() - start
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "wall_s": wall,
+        "rps": len(latencies) / wall,
+        "p50": p50(latencies),
+        "p99": p99(latencies),
+    }
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def run_all(args: argparse.Namespace, prof: Profile) -> tuple[list[Row], list[Any], str]:
+    work = Path(args.workdir or HERE / "data" / f"run-{os.getpid()}")
+    data_root = HERE / "data" / f"vectors-{DIM}"
+    rows: list[Row] = []
+    contenders = [c for c in ORDER if not args.only or c in args.only.split(",")]
+    steps = 1 + sum(2 for _ in prof.sizes for _ in contenders) + (0 if args.no_vmp else 1)
+    vmp_results: list[Any] = []
+    with progress(steps, f"bench ({prof.name})", not args.no_progress) as bar:
+        bar.set_description_str("generating data")
+        make_data(data_root, prof.sizes, prof.queries, args.seed)
+        bar.update(1)
+        for n in prof.sizes:
+            store_root = work / str(n)
+            shutil.rmtree(store_root, ignore_errors=True)
+            for contender in contenders:
+                row = Row(contender, n)
+                rows.append(row)
+                bar.set_description_str(f"N={n:,} {contender}")
+                if contender == "reference" and n > prof.reference_max_n:
+                    row.error = f"not run above {prof.reference_max_n:,} (pure Python)"
+                    bar.update(2)
+                    continue
+                store = store_root / contender
+                store.mkdir(parents=True, exist_ok=True)
+                try:
+                    run_contender(row, contender, data_root, store, store_root, args, prof)
+                except subprocess.TimeoutExpired as exc:
+                    row.error = f"did not finish within {exc.timeout:.0f} s"
+                except Exception as exc:
+                    row.error = f"{type(exc).__name__}: {exc}"[:400]
+                bar.update(2)
+                if contender not in ("ratatoskr",):
+                    shutil.rmtree(store, ignore_errors=True)
+            shutil.rmtree(store_root, ignore_errors=True)
+        if not args.no_vmp:
+            bar.set_description_str("VMP plane")
+            from vmp_bench import run_vmp  # noqa: PLC0415
+
+            vmp_results = run_vmp(
+                prof.vmp_n, prof.vmp_m, prof.vmp_q, (16, 384), args.seed, None, False
+            )
+            bar.update(1)
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows, vmp_results, str(data_root)
+
+
+def run_contender(
+    row: Row,
+    contender: str,
+    data_root: Path,
+    store: Path,
+    store_root: Path,
+    args: argparse.Namespace,
+    prof: Profile,
+) -> None:
+    python = sys.executable
+    if contender == "langgraph":
+        python = args.peer_python
+        if not python or not Path(python).exists():
+            raise RuntimeError(f"no peer interpreter at {python!r} (make bench builds it)")
+    if contender == "ratatoskr-http":
+        http_build(row, data_root, store, prof.http_upsert_cap)
+        db = store_root / "ratatoskr" / "memory.db"
+        if not db.exists():
+            raise RuntimeError("the direct ratatoskr store was not built")
+        http_serve(row, data_root, db, store, prof.queries, prof)
+        return
+    if contender == "reference":
+        res = run_worker(python, "both", contender, data_root, row.n, store, prof.build_timeout_s)
+        fill_build(row, res["build"])
+        fill_serve(row, res["serve"], data_root)
+        row.reopen_s = float("nan")  # nothing to reopen: it lives in memory
+        return
+    built = run_worker(python, "build", contender, data_root, row.n, store, prof.build_timeout_s)
+    fill_build(row, built["build"])
+    served = run_worker(python, "serve", contender, data_root, row.n, store, prof.build_timeout_s)
+    fill_serve(row, served["serve"], data_root)
+
+
+# -- report ------------------------------------------------------------------------------
+
+
+def ratio(value: float, base: float) -> str:
+    if not (value == value and base == base) or base == 0:
+        return ""
+    r = value / base
+    return f" ({r:.2f}×)" if r < 10 else f" ({r:,.0f}×)"
+
+
+def behind(row: Row, base: Row) -> list[str]:
+    """The measures where ``row`` beats ratatoskr's store API."""
+    out = []
+    if row.upsert_rate > base.upsert_rate:
+        out.append("upsert")
+    for mode in MODES:
+        if (
+            mode in row.search
+            and mode in base.search
+            and row.search[mode][0] < base.search[mode][0]
+        ):
+            out.append(f"search {mode_label(mode)} p50")
+    if row.reopen_s < base.reopen_s:
+        out.append("reopen")
+    if row.rss_mb < base.rss_mb:
+        out.append("RSS")
+    return out
+
+
+def mode_label(mode: str) -> str:
+    return {"unfiltered": "unfiltered", "tenant": "1%", "group": "10%"}[mode]
+
+
+def table(rows: list[Row], n: int) -> list[str]:
+    these = [r for r in rows if r.n == n]
+    base = next((r for r in these if r.contender == "ratatoskr" and not r.error), None)
+    lines = [
+        f"### N = {n:,} chunks",
+        "",
+        "| contender | upsert, batches of 100 (chunks/s) | search p50 / p99 ms: unfiltered"
+        " | 1% (one tenant) | 10% (one group) | recall@10 (unf. / 1% / 10%) | reopen s"
+        " | peak RSS MB | ratatoskr behind on |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in these:
+        if r.error:
+            lines.append(f"| {LABELS[r.contender]} | {r.error} | | | | | | | |")
+            continue
+        b = base if base is not None and r is not base else None
+        up = "—" if r.upsert_note == "—" else f"{r.upsert_rate:,.0f}"
+        if b and r.upsert_note != "—":
+            up += ratio(r.upsert_rate, b.upsert_rate)
+        if r.upsert_note and r.upsert_note != "—":
+            up += f" ({r.upsert_note})"
+        cells = []
+        for mode in MODES:
+            if mode not in r.search:
+                cells.append("")
+                continue
+            a, z = r.search[mode]
+            cell = f"{fmt_ms(a)} / {fmt_ms(z)}"
+            if b and mode in b.search:
+                cell += ratio(a, b.search[mode][0])
+            cells.append(cell)
+        rec = " / ".join(f"{r.recall.get(m, float('nan')):.3f}" for m in MODES)
+        reopen = "—" if r.reopen_s != r.reopen_s else f"{r.reopen_s:.2f}"
+        if b and r.reopen_s == r.reopen_s:
+            reopen += ratio(r.reopen_s, b.reopen_s)
+        rss = f"{r.rss_mb:,.0f}" + (ratio(r.rss_mb, b.rss_mb) if b else "")
+        lag = ", ".join(behind(r, b)) if b else ""
+        lines.append(
+            f"| {LABELS[r.contender]} | {up} | {cells[0]} | {cells[1]} | {cells[2]} | {rec}"
+            f" | {reopen} | {rss} | {lag or '—'} |"
+        )
+    lines.append("")
+    return lines
+
+
+def load_table(rows: list[Row]) -> list[str]:
+    lines = [
+        f"| N | requests/s ({CLIENTS} clients, one-tenant searches) | p50 ms | p99 ms"
+        " | requests | errors | server peak RSS MB |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        load = r.extra.get("load")
+        if r.contender != "ratatoskr-http" or not load:
+            continue
+        lines.append(
+            f"| {r.n:,} | {load['rps']:,.0f} | {fmt_ms(load['p50'])} | {fmt_ms(load['p99'])}"
+            f" | {load['requests']:,} | {load['errors']} | {r.rss_mb:,.0f} |"
+        )
+    return [*lines, ""]
+
+
+def notes(rows: list[Row]) -> list[str]:
+    out = []
+    for r in rows:
+        if r.contender == "lancedb" and "vector_index_s" in r.extra:
+            out.append(
+                f"- LanceDB at N = {r.n:,}: after the load, `optimize()` took"
+                f" {r.extra['optimize_s']:.1f} s, the IVF_PQ index"
+                f" {r.extra['vector_index_s']:.1f} s,"
+                f" the two BITMAP indexes {r.extra['scalar_index_s']:.1f} s"
+                " (not in the upsert rate)."
+            )
+    return out
+
+
+def plots(rows: list[Row], stem: Path) -> list[str]:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    written = []
+    sizes = sorted({r.n for r in rows})
+    by = {c: [r for r in rows if r.contender == c and not r.error] for c in ORDER}
+
+    def series(c: str, get: Any) -> tuple[list[int], list[float]]:
+        xs, ys = [], []
+        for r in by[c]:
+            v = get(r)
+            if v == v and v is not None:
+                xs.append(r.n)
+                ys.append(v)
+        return xs, ys
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, mode in zip(axes, MODES, strict=True):
+        for c in ORDER:
+            xs, ys = series(c, lambda r, m=mode: r.search[m][0] * 1e3 if m in r.search else None)
+            if xs:
+                ax.plot(xs, ys, marker="o", label=LABELS[c])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
+        ax.set_title(f"search p50, {mode_label(mode)} of the chunks")
+        ax.set_xlabel("chunks in the store")
+        ax.set_ylabel("ms")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-search.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path.name)
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    getters = [
+        ("upsert throughput, batches of 100", "chunks/s", lambda r: r.upsert_rate),
+        ("reopen (open + first search)", "s", lambda r: r.reopen_s),
+        ("peak RSS of the serving process", "MB", lambda r: r.rss_mb),
+    ]
+    for ax, (title, unit, get) in zip(axes, getters, strict=True):
+        for c in ORDER:
+            xs, ys = series(c, get)
+            if xs:
+                ax.plot(xs, ys, marker="o", label=LABELS[c])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
+        ax.set_title(title)
+        ax.set_xlabel("chunks in the store")
+        ax.set_ylabel(unit)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-costs.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path.name)
+    return written
+
+
+def versions_line(peer_python: str | None) -> str:
+    from ratatoskr.sqlite import driver_versions, sqlite_vec_version  # noqa: PLC0415
+
+    v = driver_versions()
+    parts = [
+        f"ratatoskr-memory {version_of('ratatoskr-memory')}",
+        f"apsw {v['apsw']}",
+        f"SQLite {v['sqlite']}",
+        f"sqlite-vec {sqlite_vec_version()}",
+        f"numpy {np.__version__}",
+        f"chromadb {version_of('chromadb')}",
+        f"lancedb {version_of('lancedb')}",
+        f"valoricore {version_of('valoricore')}",
+    ]
+    if peer_python and Path(peer_python).exists():
+        probe = (
+            "import importlib.metadata as m, platform, sqlite3;"
+            "print(platform.python_version(), sqlite3.sqlite_version,"
+            " m.version('langgraph-checkpoint-sqlite'), m.version('sqlite-vec'))"
+        )
+        out = subprocess.run(
+            [peer_python, "-c", probe], capture_output=True, text=True, check=False
+        )
+        if out.returncode == 0:
+            py, sq, lg, sv = out.stdout.split()
+            parts.append(
+                f"langgraph-checkpoint-sqlite {lg} (Python {py}, SQLite {sq}, sqlite-vec {sv})"
+            )
+    return ", ".join(parts)
+
+
+def report(
+    rows: list[Row], vmp: list[Any], prof: Profile, args: argparse.Namespace, seconds: float
+) -> Path:
+    from vmp_bench import header as vmp_header  # noqa: PLC0415
+    from vmp_bench import markdown as vmp_markdown  # noqa: PLC0415
+
+    today = dt.date.today().isoformat()
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / (today if prof.name == "quick" else f"{today}-full")
+    lines = [
+        f"# Side-by-side benchmark — {today} ({prof.name} profile)",
+        "",
+        f"Machine: {machine_line()}.",
+        f"Versions: {versions_line(args.peer_python)}.",
+        f"Data: {DIM}-dim unit vectors (clustered), 100 tenants × 10 end users in 10 groups;"
+        f" top_k {TOP_K}; {prof.queries} queries per search mode (80% near a stored in-scope"
+        " vector, 20% random). Every contender in processes of its own; one run, same data."
+        f" Run took {seconds / 60:.1f} min.",
+        f"Reproduce: `make {'bench' if prof.name == 'quick' else 'bench-full'}`.",
+        "",
+        "Ratios in parentheses are contender ÷ ratatoskr's store API: above 1× is slower"
+        " (or bigger) than ratatoskr for latency, reopen and RSS; below 1× is slower for"
+        " upsert throughput. The last column names every measure on which the contender"
+        " beats ratatoskr's store API.",
+        "",
+    ]
+    for n in sorted({r.n for r in rows}):
+        lines += table(rows, n)
+    lines += [
+        "### Provider under load (HTTP, loopback, load from a second process)",
+        "",
+        *load_table(rows),
+        *notes(rows),
+        "",
+    ]
+    if vmp:
+        lines += [
+            "### VMP plane: ratatoskr.vmp vs valoricore (local mode)",
+            "",
+            *vmp_header(prof.vmp_n, prof.vmp_m, prof.vmp_q),
+            "",
+            *vmp_markdown(vmp),
+            "",
+        ]
+    pngs = plots(rows, stem)
+    lines += [f"![{p}]({p})" for p in pngs]
+    path = stem.with_suffix(".md")
+    path.write_text("\n".join(lines) + "\n")
+    (stem.with_suffix(".json")).write_text(
+        json.dumps([r.__dict__ for r in rows], default=str, indent=1)
+    )
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--profile", choices=["quick", "full"], default="quick")
+    parser.add_argument("--peer-python", default=str(HERE / ".venv-peers" / "bin" / "python"))
+    parser.add_argument("--only", help="comma-separated contenders (default: all)")
+    parser.add_argument("--sizes", help="comma-separated N (default: the profile's)")
+    parser.add_argument("--queries", type=int, help="queries per search mode")
+    parser.add_argument("--no-vmp", action="store_true", help="skip the VMP section")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--seed", type=int, default=20240611)
+    parser.add_argument("--workdir", help="where stores are built (kept); default a temp dir")
+    parser.add_argument("--out-dir", default=str(HERE / "results"))
+    parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--max-requests", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.load:
+        res = asyncio.run(_load(args.load, args.data, args.n, args.seconds, args.max_requests))
+        print(json.dumps(res))
+        return 0
+    prof = QUICK if args.profile == "quick" else FULL
+    if args.sizes or args.queries:
+        sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else prof.sizes
+        prof = Profile(
+            prof.name,
+            sizes,
+            args.queries or prof.queries,
+            *[getattr(prof, f) for f in list(Profile.__dataclass_fields__)[3:]],
+        )
+    started = time.perf_counter()
+    rows, vmp, _ = run_all(args, prof)
+    path = report(rows, vmp, prof, args, time.perf_counter() - started)
+    print(path.read_text())
+    print(f"written to {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
