@@ -10,12 +10,13 @@ tombstones, the change counter and the idempotency entry commit together or not
 at all. Searches rank on the in-process :class:`VectorIndex`, brought up to the
 database's change counter inside the same read snapshot that then fetches the
 winning records, and near-ties are re-ranked in float64 from the verbatim
-embeddings so ranking and scores match the reference store.
+embeddings (packed as float64, see ``records.py``) so ranking and scores
+match the reference store. Searches share the index (a readers-writer lock);
+bringing it up to date takes it alone.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -30,22 +31,34 @@ from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
+    SearchQuery,
     ValidatedChunk,
-    embedding_field,
     search_row,
     validate_expected_revisions,
     validate_id,
     validate_ids,
-    validate_search,
-    validate_upsert,
 )
-from ratatoskr.memory.index import VectorIndex, unit_float32, unit_float64
+from ratatoskr.memory import records
+from ratatoskr.memory.fastpath import checked_search, checked_upsert
+from ratatoskr.memory.index import (
+    Candidate,
+    ScopeItems,
+    VectorIndex,
+    scope_items,
+    unit_float32,
+    unit_float64,
+)
+from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.memory.schema import LEDGER, PLANE, migrations
-from ratatoskr.sqlite import ConnectionOptions, Database, MetaSetting, codec
+from ratatoskr.sqlite import ConnectionOptions, Database, MetaSetting, StorageUnavailable, codec
 
-# float32 scores of unit vectors are within ~1e-6 of the float64 ones; every row
-# this close to the k-th float32 score is re-ranked exactly.
+# A float32 score of two unit vectors is within about dim * 2**-24 of the float64
+# one (float32 rounding of the vectors, then dim float32 multiply-adds): every row
+# within twice that, with room to spare, of the k-th float32 score is re-ranked
+# exactly. 1e-4 covers dimensions up to ~670; beyond, the margin grows with dim.
 _RERANK_MARGIN = 1e-4
+# A search retries when a write of this process outran its read snapshot.
+_SNAPSHOT_ATTEMPTS = 50
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
 _SQL_CHUNK = 500
@@ -78,8 +91,9 @@ class RatatoskrMemoryStore:
         self.max_top_k = max_top_k
         self._clock = clock
         self._index = VectorIndex(embedding_dim)
-        self._index_lock = threading.Lock()
-        with self._db.read() as conn, self._index_lock:
+        self._index_lock = ReadWriteLock()
+        self._margin = max(_RERANK_MARGIN, 3 * (embedding_dim + 2) * 2.0**-24)
+        with self._db.read() as conn, self._index_lock.write():
             self._reload(conn, self._seq(conn))
 
     # -- descriptors -----------------------------------------------------------------
@@ -117,7 +131,7 @@ class RatatoskrMemoryStore:
         Raises InvalidArguments, IdempotencyConflict, RevisionMismatch; on any error
         nothing is written.
         """
-        chunks = validate_upsert(
+        chunks = checked_upsert(
             records,
             expected_revisions,
             idempotency_key,
@@ -130,7 +144,7 @@ class RatatoskrMemoryStore:
         ledger_id = idempotency_id("upsert_many", ctx.actor, idempotency_key)
         now = self._clock()
         expires_at = now + ttl_seconds(idempotency_class)
-        units = [unit_float32(c.embedding) for c in chunks]
+        units = self._units([c.embedding for c in chunks])
         with self._db.write() as conn:
             entry = LEDGER.lookup(conn, ledger_id, now=now)
             if entry is not None:
@@ -163,7 +177,7 @@ class RatatoskrMemoryStore:
         self,
         conn: apsw.Connection,
         chunks: list[ValidatedChunk],
-        units: list[np.ndarray[Any, Any]],
+        units: np.ndarray[Any, Any],
         current: dict[str, int],
         seq: int,
         now: float,
@@ -173,7 +187,7 @@ class RatatoskrMemoryStore:
         vec_inserts: list[tuple[Any, ...]] = []
         vec_updates: list[tuple[Any, ...]] = []
         for chunk, unit in zip(chunks, units, strict=True):
-            record_json = codec.dumps(chunk.record)
+            record_json = records.encode(chunk.record, self.embedding_dim)
             scope_json = codec.dumps(dict(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
@@ -266,7 +280,7 @@ class RatatoskrMemoryStore:
         search is always exact.
         """
         del fidelity_target
-        query = validate_search(
+        query, raw_query = checked_search(
             vector,
             top_k,
             scope_all,
@@ -276,35 +290,49 @@ class RatatoskrMemoryStore:
             embedding_dim=self.embedding_dim,
             max_top_k=self.max_top_k,
         )
-        unit = unit_float32(query.vector)
-        exact_query = unit_float64(query.vector)
-        for _attempt in range(3):
+        exact_query = unit_float64(raw_query)
+        unit = exact_query.astype(np.float32)
+        for _attempt in range(_SNAPSHOT_ATTEMPTS):
             with self._db.read() as conn:
                 db_seq = self._seq(conn)
-                with self._index_lock:
-                    self._catch_up(conn, db_seq)
-                    if self._index.seq != db_seq:
-                        # A write of this process committed after this snapshot began:
-                        # take a newer snapshot so index and records agree.
-                        continue
-                    rows = self._index.rows_in_scope(query.scope_all, query.scope_any)
-                    candidates = self._index.nearest(unit, query.top_k, rows, _RERANK_MARGIN)
-                found = self._fetch(conn, [c.chunk_id for c in candidates])
+                candidates = self._candidates(conn, db_seq, unit, query)
+                if candidates is None:
+                    # A write of this process committed after this snapshot began:
+                    # take a newer snapshot so index and records agree.
+                    continue
+                found = self._fetch_loaded(conn, [c.chunk_id for c in candidates])
             break
-        ranked: list[tuple[float, str]] = []
-        for cand in candidates:
-            hit = found.get(cand.chunk_id)
-            if hit is None:
-                continue
-            record = hit[0]
-            cosine = float(unit_float64(record[embedding_field(record)]) @ exact_query)
-            score = max(-1.0, min(1.0, cosine))
-            ranked.append((-score, cand.chunk_id))
-        ranked.sort()
+        else:
+            raise StorageUnavailable("the index could not catch up with concurrent writes")
+        ids = list(found)
+        raw = {cid: records.embedding(found[cid][0]) for cid in ids}
+        scores = records.exact_scores([raw[cid] for cid in ids], exact_query)
+        ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
         return [
-            search_row(found[cid][0], cid, -neg, found[cid][1], query.include_embedding)
-            for neg, cid in ranked[: query.top_k]
+            search_row(
+                records.unpack(found[cid][0], with_embedding=query.include_embedding, raw=raw[cid]),
+                cid,
+                -neg,
+                found[cid][1],
+                query.include_embedding,
+            )
+            for neg, cid in ranked
         ]
+
+    def _candidates(
+        self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery
+    ) -> list[Candidate] | None:
+        """Float32 candidates from the index at ``db_seq``, catching it up first if
+        another process wrote; None when the index is already past ``db_seq``."""
+        while True:
+            with self._index_lock.read():
+                if self._index.seq == db_seq:
+                    rows = self._index.rows_in_scope(query.scope_all, query.scope_any)
+                    return self._index.nearest(unit, query.top_k, rows, self._margin)
+                if self._index.seq > db_seq:
+                    return None
+            with self._index_lock.write():
+                self._catch_up(conn, db_seq)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -343,7 +371,10 @@ class RatatoskrMemoryStore:
         return out
 
     @staticmethod
-    def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], int]]:
+    def _fetch_loaded(
+        conn: apsw.Connection, ids: Sequence[str]
+    ) -> dict[str, tuple[dict[str, Any], int]]:
+        """Stored records (embeddings still packed, see ``records.load``) and revisions."""
         out: dict[str, tuple[dict[str, Any], int]] = {}
         for part in _chunks(ids):
             for chunk_id, record_json, revision in conn.execute(
@@ -351,8 +382,26 @@ class RatatoskrMemoryStore:
                 f" WHERE chunk_id IN ({_placeholders(len(part))})",
                 tuple(part),
             ):
-                out[str(chunk_id)] = (codec.loads(str(record_json)), int(revision))
+                out[str(chunk_id)] = (records.load(str(record_json)), int(revision))
         return out
+
+    @classmethod
+    def _fetch(
+        cls, conn: apsw.Connection, ids: Sequence[str]
+    ) -> dict[str, tuple[dict[str, Any], int]]:
+        """Records as written, and revisions, by id."""
+        found = cls._fetch_loaded(conn, ids)
+        return {cid: (records.unpack(rec), rev) for cid, (rec, rev) in found.items()}
+
+    def _units(self, embeddings: list[list[float]]) -> np.ndarray[Any, Any]:
+        """Float32 unit vectors of validated embeddings, a batch at a time (the steps of
+        :func:`unit_float32`; the last bit may differ, which the re-rank margin absorbs)."""
+        if not embeddings:
+            return np.zeros((0, self.embedding_dim), dtype=np.float32)
+        m = np.array(embeddings, dtype=np.float64)
+        m /= np.max(np.abs(m), axis=1, keepdims=True)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        return m.astype(np.float32)
 
     def _apply(
         self,
@@ -363,7 +412,7 @@ class RatatoskrMemoryStore:
         deletes: Sequence[str] = (),
     ) -> None:
         """Mirror a committed write into the index, if the index was current before it."""
-        with self._index_lock:
+        with self._index_lock.write():
             if self._index.seq != seq_before:
                 return  # the next search catches up from the database
             for chunk_id in deletes:
@@ -401,10 +450,15 @@ class RatatoskrMemoryStore:
 
     def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
         """Rebuild the index from the database snapshot of ``conn``; index lock held."""
-        scopes = {
-            str(cid): codec.loads(str(sj))
-            for cid, sj in conn.execute("SELECT chunk_id, scope_json FROM memory_chunks")
-        }
+        # Chunks share few distinct scopes: parse each once, and let rows share it.
+        parsed: dict[str, ScopeItems] = {}
+        scopes: dict[str, ScopeItems] = {}
+        for cid, sj in conn.execute("SELECT chunk_id, scope_json FROM memory_chunks"):
+            text = str(sj)
+            items = parsed.get(text)
+            if items is None:
+                items = parsed[text] = scope_items(codec.loads(text))
+            scopes[str(cid)] = items
         total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
         matrix = np.zeros((total, self.embedding_dim), dtype=np.float32)
         ids: list[str] = []
@@ -413,7 +467,7 @@ class RatatoskrMemoryStore:
         ):
             matrix[row] = np.frombuffer(blob, dtype=np.float32)
             ids.append(str(cid))
-        if len(ids) != total or set(ids) != set(scopes):
+        if len(ids) != total or len(scopes) != total or not all(i in scopes for i in ids):
             raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
         self._index.load(ids, matrix, [scopes[i] for i in ids])
         self._index.seq = db_seq
@@ -440,7 +494,10 @@ def open_memory_store(
     opts = ConnectionOptions(
         busy_timeout_ms=base.busy_timeout_ms,
         synchronous=base.synchronous,
-        mmap_size=base.mmap_size,
+        # Searches never scan SQLite (the index is in memory) and read a few rows
+        # each, so memory-mapping buys nothing here, while every mapped page a
+        # reload or a long-lived process touches counts in its RSS (256 MB by default).
+        mmap_size=base.mmap_size if options is not None else 0,
         load_vec=True,
         readonly=base.readonly,
         max_page_count=base.max_page_count,
