@@ -98,6 +98,7 @@ CASES: dict[str, tuple[Callable[[RatatoskrMemoryStore], Any], type[BifrostError]
     "scope value empty": (upsert([{**good(), "scope": {"tenant": ""}}]), InvalidArguments),
     "scope value not a string": (upsert([{**good(), "scope": {"tenant": 1}}]), InvalidArguments),
     "scope nested": (upsert([{**good(), "scope": {"tenant": {"a": "b"}}}]), InvalidArguments),
+    "NaN in an opaque field": (upsert([good(meta={"w": float("nan")})]), InvalidArguments),
     "reserved revision": (upsert([{**good(), "revision": 3}]), InvalidArguments),
     "injected without source": (upsert([good(origin="injected_context")]), InvalidArguments),
     "source without injection": (upsert([good(injection_source="x")]), InvalidArguments),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from pathlib import Path
 
@@ -282,6 +283,27 @@ def test_numbers_round_trip_exactly(store: RatatoskrMemoryStore, ctx: DispatchCo
     assert got == {**rec, "revision": 1}
     assert got is not None
     assert [repr(x) for x in got["embedding"]] == [repr(x) for x in emb]
+
+
+def test_integer_embeddings_come_back_as_integers(
+    store: RatatoskrMemoryStore, ctx: DispatchContext
+) -> None:
+    rec = {"id": "i", "embedding": [1, 0, 2, 0, 0, 0, 0, 3], "scope": {}}
+    store.upsert_many([rec], idempotency_key="k", ctx=ctx)
+    got = store.get("i")
+    assert got is not None
+    assert [type(x) for x in got["embedding"]] == [int] * DIM
+    assert store.search([1.0, 0, 2, 0, 0, 0, 0, 3], top_k=1)[0]["score"] == pytest.approx(1.0)
+
+
+def test_record_json_is_the_verbatim_record(
+    store: RatatoskrMemoryStore, ctx: DispatchContext
+) -> None:
+    rec = chunk("v", 3, nested={"big": 10**25, "f": 0.1})
+    store.upsert_many([rec], idempotency_key="k", ctx=ctx)
+    with store.database.read() as conn:
+        (text,) = conn.execute("SELECT record_json FROM memory_chunks").fetchall()[0]
+    assert json.loads(str(text)) == rec  # INV-001, read with nothing but the standard library
 
 
 def test_ttl_expiry_allows_key_reuse(db_file: str, ctx: DispatchContext) -> None:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from typing import Any
+
+import orjson
 
 from bifrost.errors import InvalidArguments
 
@@ -18,6 +22,7 @@ __all__ = [
     "MAX_IDEMPOTENCY_KEY_CHARS",
     "canonical_json",
     "idempotency_id",
+    "json_loads_exact",
     "request_digest",
     "ttl_seconds",
     "validate_idempotency_key",
@@ -29,16 +34,56 @@ IDEMPOTENCY_CLASSES: dict[str, int] = {
     "durable": 7 * 24 * 3600,
 }
 MAX_IDEMPOTENCY_KEY_CHARS = 256
+_LONG_DIGITS = re.compile(rb"[0-9]{19,}")
+
+
+def _all_finite(obj: Any) -> bool:
+    """No NaN or ±Infinity anywhere in ``obj`` (JSON cannot carry them)."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            # An embedding is hundreds of floats: one C-level sum settles them, since
+            # a NaN or an infinity makes it non-finite (an overflowing sum of finite
+            # values only sends the list down the element-wise path).
+            if all(type(x) is float for x in item):
+                if not math.isfinite(sum(item)) and not all(map(math.isfinite, item)):
+                    return False
+            else:
+                stack.extend(item)
+    return True
 
 
 def canonical_json(obj: Any) -> bytes:
     """Sorted keys, no whitespace, UTF-8 (not ASCII-escaped), NaN/Infinity refused.
 
-    Raises ``ValueError``/``TypeError`` for values JSON cannot carry.
+    orjson writes it (formatting floats is the slowest step of a write in the
+    standard library); integers beyond 64 bits, which orjson refuses, go through
+    the standard library, as do values orjson does not know. Raises
+    ``ValueError``/``TypeError`` for values JSON cannot carry.
     """
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    if not _all_finite(obj):
+        raise ValueError("NaN and Infinity are not JSON")
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+
+
+def json_loads_exact(data: bytes | str) -> Any:
+    """Parse JSON that :func:`canonical_json` (or any strict writer) produced, fast and
+    exactly: orjson, except when the text holds a run of 19+ digits — orjson reads an
+    integer beyond 64 bits as a float, so such text goes to the standard library."""
+    if _LONG_DIGITS.search(data if isinstance(data, bytes) else data.encode("utf-8")):
+        return json.loads(data)
+    return orjson.loads(data)
 
 
 def request_digest(records: Any, expected_revisions: Any) -> str:

@@ -7,13 +7,17 @@ never by its content, embedding or scope values.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from bifrost.errors import InvalidArguments
-from bifrost.idempotency import canonical_json, ttl_seconds, validate_idempotency_key
+from bifrost.idempotency import (
+    canonical_json,
+    json_loads_exact,
+    ttl_seconds,
+    validate_idempotency_key,
+)
 from bifrost.scope import validate_record_scope, validate_scope
 
 __all__ = [
@@ -101,6 +105,13 @@ def validate_embedding(value: object, dim: int, what: str = "embedding") -> list
         raise InvalidArguments(f"{what} must be a list of numbers")
     if len(value) != dim:
         raise InvalidArguments(f"{what} length {len(value)} != {dim}")
+    if all(type(x) is float for x in value):
+        # What embedding models send: plain floats. The norm settles them in one
+        # C-level pass — it is inf or nan when any value is, so a finite non-zero
+        # norm means every value is finite.
+        norm = math.hypot(*value)
+        if norm > 0.0 and math.isfinite(norm):
+            return list(value)
     out: list[float] = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
@@ -145,7 +156,7 @@ def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any
         data = canonical_json(record)
     except (TypeError, ValueError):
         raise InvalidArguments(f"{_where(index)}: not JSON-serialisable") from None
-    loaded: dict[str, Any] = json.loads(data)
+    loaded: dict[str, Any] = json_loads_exact(data)
     return loaded
 
 

@@ -1,79 +1,37 @@
-"""How a chunk is laid out at rest, and the exact float64 scoring of stored chunks.
+"""How a chunk is stored, and the exact float64 scoring of stored chunks.
 
-``record_json`` holds the verbatim record, except that an embedding which is a
-list of JSON floats (what every embedding model sends) is packed: the string
-``base64(little-endian float64 bytes)`` stands in its place. A float64 holds a
-JSON float exactly, so the record read back is equal to the one written, but
-neither side formats or parses thousands of digits any more (``repr`` of 384
-floats and parsing them back are the two slowest steps of a write and of a
-search), and the row is half the size. A valid record's embedding is always a
-list, so a string in that place can only be this packing: rows written before
-it, and embeddings holding integers (which must come back as integers), keep
-the plain list, and both read back the same way.
+``record_json`` is the verbatim record as canonical JSON (INV-001:
+``json.loads(record_json) == record``). Writing and reading it goes through
+bifrost's orjson-backed codec: formatting and parsing the 384 floats of an
+embedding with the standard library were the two slowest steps of a write and
+of a search.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from bifrost.idempotency import canonical_json, json_loads_exact
 from bifrost.memory.validation import embedding_field
-from ratatoskr.sqlite import codec
-
-_F64 = np.dtype("<f8")
 
 
-def plain_floats(values: object, dim: int) -> bool:
-    """Whether ``values`` is a list of exactly ``dim`` Python floats (no ints, bools
-    or float subclasses): what is packed, and what the fast path of
-    :mod:`ratatoskr.memory.fastpath` accepts."""
-    return type(values) is list and len(values) == dim and set(map(type, values)) == {float}
-
-
-def encode(record: dict[str, Any], dim: int) -> str:
-    """``record_json`` of a validated record (see the module doc)."""
-    field = embedding_field(record)
-    values = record.get(field)
-    if not plain_floats(values, dim):
-        return codec.dumps(record)
-    packed = base64.b64encode(np.asarray(values, dtype=_F64).tobytes()).decode("ascii")
-    return codec.dumps({**record, field: packed})
+def encode(record: dict[str, Any]) -> str:
+    """``record_json`` of a validated record."""
+    return canonical_json(record).decode("utf-8")
 
 
 def load(record_json: str) -> dict[str, Any]:
-    """The stored JSON as is (the embedding possibly still packed)."""
-    loaded: dict[str, Any] = codec.loads(record_json)
+    """The stored record, equal to the one written."""
+    loaded: dict[str, Any] = json_loads_exact(record_json)
     return loaded
 
 
 def embedding(loaded: dict[str, Any]) -> npt.NDArray[np.float64]:
-    """The embedding of a :func:`load` ed record as float64."""
-    value = loaded[embedding_field(loaded)]
-    if type(value) is str:
-        return np.frombuffer(base64.b64decode(value), dtype=_F64)
-    return np.asarray(value, dtype=np.float64)
-
-
-def unpack(
-    loaded: dict[str, Any],
-    *,
-    with_embedding: bool = True,
-    raw: npt.NDArray[np.float64] | None = None,
-) -> dict[str, Any]:
-    """The record as written, from a :func:`load` ed one (changed in place); ``raw``
-    is its :func:`embedding` when the caller already has it. Without
-    ``with_embedding`` a packed embedding becomes ``None`` instead (for a caller that
-    drops the field anyway)."""
-    field = embedding_field(loaded)
-    if type(loaded.get(field)) is str:
-        if not with_embedding:
-            loaded[field] = None
-        else:
-            loaded[field] = (embedding(loaded) if raw is None else raw).tolist()
-    return loaded
+    """The embedding of a stored record as float64."""
+    return np.asarray(loaded[embedding_field(loaded)], dtype=np.float64)
 
 
 def exact_scores(

@@ -10,9 +10,8 @@ tombstones, the change counter and the idempotency entry commit together or not
 at all. Searches rank on the in-process :class:`VectorIndex`, brought up to the
 database's change counter inside the same read snapshot that then fetches the
 winning records, and near-ties are re-ranked in float64 from the verbatim
-embeddings (packed as float64, see ``records.py``) so ranking and scores
-match the reference store. Searches share the index (a readers-writer lock);
-bringing it up to date takes it alone.
+embeddings so ranking and scores match the reference store. Searches share
+the index (a readers-writer lock); bringing it up to date takes it alone.
 """
 
 from __future__ import annotations
@@ -37,9 +36,10 @@ from bifrost.memory.validation import (
     validate_expected_revisions,
     validate_id,
     validate_ids,
+    validate_search,
+    validate_upsert,
 )
 from ratatoskr.memory import records
-from ratatoskr.memory.fastpath import checked_search, checked_upsert
 from ratatoskr.memory.index import (
     Candidate,
     ScopeItems,
@@ -131,7 +131,7 @@ class RatatoskrMemoryStore:
         Raises InvalidArguments, IdempotencyConflict, RevisionMismatch; on any error
         nothing is written.
         """
-        chunks = checked_upsert(
+        chunks = validate_upsert(
             records,
             expected_revisions,
             idempotency_key,
@@ -187,7 +187,7 @@ class RatatoskrMemoryStore:
         vec_inserts: list[tuple[Any, ...]] = []
         vec_updates: list[tuple[Any, ...]] = []
         for chunk, unit in zip(chunks, units, strict=True):
-            record_json = records.encode(chunk.record, self.embedding_dim)
+            record_json = records.encode(chunk.record)
             scope_json = codec.dumps(dict(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
@@ -280,7 +280,7 @@ class RatatoskrMemoryStore:
         search is always exact.
         """
         del fidelity_target
-        query, raw_query = checked_search(
+        query = validate_search(
             vector,
             top_k,
             scope_all,
@@ -290,7 +290,7 @@ class RatatoskrMemoryStore:
             embedding_dim=self.embedding_dim,
             max_top_k=self.max_top_k,
         )
-        exact_query = unit_float64(raw_query)
+        exact_query = unit_float64(query.vector)
         unit = exact_query.astype(np.float32)
         for _attempt in range(_SNAPSHOT_ATTEMPTS):
             with self._db.read() as conn:
@@ -300,7 +300,7 @@ class RatatoskrMemoryStore:
                     # A write of this process committed after this snapshot began:
                     # take a newer snapshot so index and records agree.
                     continue
-                found = self._fetch_loaded(conn, [c.chunk_id for c in candidates])
+                found = self._fetch(conn, [c.chunk_id for c in candidates])
             break
         else:
             raise StorageUnavailable("the index could not catch up with concurrent writes")
@@ -310,7 +310,7 @@ class RatatoskrMemoryStore:
         ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
         return [
             search_row(
-                records.unpack(found[cid][0], with_embedding=query.include_embedding, raw=raw[cid]),
+                found[cid][0],
                 cid,
                 -neg,
                 found[cid][1],
@@ -371,10 +371,8 @@ class RatatoskrMemoryStore:
         return out
 
     @staticmethod
-    def _fetch_loaded(
-        conn: apsw.Connection, ids: Sequence[str]
-    ) -> dict[str, tuple[dict[str, Any], int]]:
-        """Stored records (embeddings still packed, see ``records.load``) and revisions."""
+    def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], int]]:
+        """Stored records and revisions, by id."""
         out: dict[str, tuple[dict[str, Any], int]] = {}
         for part in _chunks(ids):
             for chunk_id, record_json, revision in conn.execute(
@@ -384,14 +382,6 @@ class RatatoskrMemoryStore:
             ):
                 out[str(chunk_id)] = (records.load(str(record_json)), int(revision))
         return out
-
-    @classmethod
-    def _fetch(
-        cls, conn: apsw.Connection, ids: Sequence[str]
-    ) -> dict[str, tuple[dict[str, Any], int]]:
-        """Records as written, and revisions, by id."""
-        found = cls._fetch_loaded(conn, ids)
-        return {cid: (records.unpack(rec), rev) for cid, (rec, rev) in found.items()}
 
     def _units(self, embeddings: list[list[float]]) -> np.ndarray[Any, Any]:
         """Float32 unit vectors of validated embeddings, a batch at a time (the steps of
