@@ -6,10 +6,12 @@ import json
 import math
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bifrost import idempotency
 from bifrost.errors import InvalidArguments
 from bifrost.idempotency import canonical_json, json_loads_exact
 from bifrost.memory.validation import json_copy, validate_embedding
@@ -60,6 +62,14 @@ def test_nan_and_infinity_are_refused_everywhere(bad: float, where: Any) -> None
         canonical_json(where(bad))
 
 
+def test_big_integers_inside_mixed_and_nested_values() -> None:
+    value: Any = {"a": [1, "x", 10**25, [2**64]], "b": {"c": -(2**70)}, "f": [1e300, -1e19]}
+    assert json_loads_exact(canonical_json(value)) == value
+    back: Any = json_loads_exact(canonical_json(value))
+    assert back["a"][2] == 10**25
+    assert idempotency._no_int64_overflow(orjson.loads(canonical_json([0.5, 2**62]))) is True
+
+
 def test_overflowing_sum_of_finite_floats_is_fine() -> None:
     assert json_loads_exact(canonical_json([1e308, 1e308])) == [1e308, 1e308]
 
@@ -70,7 +80,7 @@ def test_json_copy_refuses_nan_in_opaque_fields() -> None:
 
 
 def test_json_copy_is_private() -> None:
-    rec = {"id": "x", "nested": {"list": [1, 2]}}
+    rec: Any = {"id": "x", "nested": {"list": [1, 2]}}
     copy = json_copy(rec)
     assert copy == rec
     copy["nested"]["list"].append(3)

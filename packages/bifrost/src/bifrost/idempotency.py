@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -34,29 +34,51 @@ IDEMPOTENCY_CLASSES: dict[str, int] = {
     "durable": 7 * 24 * 3600,
 }
 MAX_IDEMPOTENCY_KEY_CHARS = 256
-_LONG_DIGITS = re.compile(rb"[0-9]{19,}")
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+_INT64_LIMIT = float(2**63)
 
 
-def _all_finite(obj: Any) -> bool:
-    """No NaN or ±Infinity anywhere in ``obj`` (JSON cannot carry them)."""
+def _every_float(
+    obj: Any, ok: Callable[[float], bool], ok_list: Callable[[list[float]], bool]
+) -> bool:
+    """Whether every float in ``obj`` passes ``ok``; a list made only of floats (an
+    embedding: hundreds of them) is judged at once by ``ok_list``, in C."""
     stack = [obj]
     while stack:
         item = stack.pop()
         if isinstance(item, float):
-            if not math.isfinite(item):
+            if not ok(item):
                 return False
         elif isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
-            # An embedding is hundreds of floats: one C-level sum settles them, since
-            # a NaN or an infinity makes it non-finite (an overflowing sum of finite
-            # values only sends the list down the element-wise path).
-            if all(type(x) is float for x in item):
-                if not math.isfinite(sum(item)) and not all(map(math.isfinite, item)):
+            kinds = set(map(type, item))  # C-level, unlike a generator over the items
+            if kinds == {float}:
+                if not ok_list(item):  # type: ignore[arg-type]
                     return False
-            else:
+            elif not kinds <= _SCALARS:
                 stack.extend(item)
     return True
+
+
+def _finite_list(values: list[float]) -> bool:
+    # A NaN or an infinity makes the sum non-finite; an overflowing sum of finite
+    # values only costs the element-wise check.
+    return math.isfinite(sum(values)) or all(map(math.isfinite, values))
+
+
+def _all_finite(obj: Any) -> bool:
+    """No NaN or ±Infinity anywhere in ``obj`` (JSON cannot carry them)."""
+    return _every_float(obj, math.isfinite, _finite_list)
+
+
+def _no_int64_overflow(obj: Any) -> bool:
+    """No float as large as 2**63: where orjson read an integer beyond 64 bits, it made
+    such a float (a genuine float that large only costs a second, exact parse)."""
+    return _every_float(
+        obj, lambda f: abs(f) < _INT64_LIMIT, lambda fs: max(map(abs, fs)) < _INT64_LIMIT
+    )
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -79,11 +101,13 @@ def canonical_json(obj: Any) -> bytes:
 
 def json_loads_exact(data: bytes | str) -> Any:
     """Parse JSON that :func:`canonical_json` (or any strict writer) produced, fast and
-    exactly: orjson, except when the text holds a run of 19+ digits — orjson reads an
-    integer beyond 64 bits as a float, so such text goes to the standard library."""
-    if _LONG_DIGITS.search(data if isinstance(data, bytes) else data.encode("utf-8")):
-        return json.loads(data)
-    return orjson.loads(data)
+    exactly: orjson, except that orjson reads an integer beyond 64 bits as a float —
+    when the result holds a float that large, the text is parsed again by the
+    standard library, which keeps such integers exact."""
+    value = orjson.loads(data)
+    if _no_int64_overflow(value):
+        return value
+    return json.loads(data)
 
 
 def request_digest(records: Any, expected_revisions: Any) -> str:

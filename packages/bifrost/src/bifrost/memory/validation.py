@@ -105,7 +105,7 @@ def validate_embedding(value: object, dim: int, what: str = "embedding") -> list
         raise InvalidArguments(f"{what} must be a list of numbers")
     if len(value) != dim:
         raise InvalidArguments(f"{what} length {len(value)} != {dim}")
-    if all(type(x) is float for x in value):
+    if set(map(type, value)) == {float}:
         # What embedding models send: plain floats. The norm settles them in one
         # C-level pass — it is inf or nan when any value is, so a finite non-zero
         # norm means every value is finite.
