@@ -37,6 +37,11 @@ unit: bootstrap
 run: bootstrap
 	$(BIN)/ratatoskr serve --dev
 
+# The long reliability runs (tests/reliability, marker `soak`; `make test` skips them):
+# SIGKILL rounds, load, fuzzing. Figures go to var/reliability/ and docs/reliability.md.
+soak: bootstrap
+	RELIABILITY_REPORT_DIR=$(CURDIR)/var/reliability $(BIN)/python -m pytest -m soak -q -rA -p no:cacheprovider tests/reliability
+
 # Benchmarks: their own dependency group (never installed by `run` or `test`), and
 # a second venv for the LangGraph contender under Debian's python3, which can load
 # SQLite extensions. Results go to benchmarks/results/<date>.md and PNGs beside it.

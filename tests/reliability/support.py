@@ -1,0 +1,226 @@
+"""Shared pieces of the reliability suite: provider processes, clients, sizes, the
+invariants every database file must hold, and where measured figures go.
+
+Sizes: each test has a quick size (``make test``) and a soak size (``make soak``);
+``RELIABILITY_<NAME>`` in the environment overrides either, so a bounded run of any
+size can be reproduced with the command recorded in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+import httpx
+
+from bifrost.client import BifrostClient
+from ratatoskr.sqlite import ConnectionOptions, connect
+from ratatoskr.vmp.client import VmpClient
+
+from ..conftest import KEY, Server, start_server
+
+VMP_KEY = "reliability-vmp-key-5f0e9a"
+MEMORY_DIM = 8
+VMP_DIM = 4
+PLANES = ("memory", "affect", "vmp")
+
+
+def size(name: str, quick: int, soak: int, *, soaking: bool) -> int:
+    """The size of a run: ``RELIABILITY_<NAME>`` if set, else the quick or soak default."""
+    value = os.environ.get(f"RELIABILITY_{name.upper()}")
+    if value is not None:
+        return int(value)
+    return soak if soaking else quick
+
+
+def report(name: str, figures: Mapping[str, Any]) -> None:
+    """Print the figures of a run and, under ``RELIABILITY_REPORT_DIR``, keep them as JSON."""
+    text = json.dumps(dict(figures), sort_keys=True)
+    print(f"\nreliability {name}: {text}")
+    out = os.environ.get("RELIABILITY_REPORT_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, f"{name}.json").write_text(text + "\n")
+
+
+def provider_env(root: Path, **extra: str) -> dict[str, str]:
+    """Settings of a file-backed provider under ``root`` (any free loopback port)."""
+    env = {
+        "RATATOSKR_MEMORY_DB": str(root / "memory.db"),
+        "RATATOSKR_AFFECT_DB": str(root / "affect.db"),
+        "RATATOSKR_VMP_DB": str(root / "vmp.db"),
+        "RATATOSKR_MEMORY_EMBEDDING_DIM": str(MEMORY_DIM),
+        "RATATOSKR_VMP_DIM": str(VMP_DIM),
+        "RATATOSKR_HEIMDALL_KEY": KEY,
+        "RATATOSKR_VMP_API_KEY": VMP_KEY,
+        "RATATOSKR_PORT": "0",
+    }
+    env.update(extra)
+    return env
+
+
+def launch(root: Path, env: Mapping[str, str], *args: str) -> Server:
+    """``python -m ratatoskr.provider serve <args>`` on a free port (tests/conftest.py)."""
+    return start_server(["serve", *args], dict(env), root)
+
+
+@contextmanager
+def running(root: Path, env: Mapping[str, str], *args: str) -> Iterator[Server]:
+    """A provider for the block; SIGTERM at the end (SIGKILL if it does not stop)."""
+    server = launch(root, env, *args)
+    try:
+        yield server
+    finally:
+        if server.proc.poll() is None:
+            server.proc.send_signal(signal.SIGTERM)
+            try:
+                server.proc.wait(30)
+            except Exception:
+                server.proc.kill()
+                server.proc.wait(10)
+
+
+def base(server: Server, plane: str, *, combined: bool = True) -> str:
+    return f"{server.base_url}/{plane}" if combined else server.base_url
+
+
+def memory_client(
+    url: str, *, scope: dict[str, str] | None = None, actor: str = "agent"
+) -> BifrostClient:
+    return BifrostClient(url, KEY.encode(), actor=actor, scope=scope or {}, plane="memory")
+
+
+def affect_client(
+    url: str, *, scope: dict[str, str] | None = None, actor: str = "agent"
+) -> BifrostClient:
+    return BifrostClient(url, KEY.encode(), actor=actor, scope=scope or {}, plane="affect")
+
+
+def vmp_client(url: str) -> VmpClient:
+    return VmpClient(url, VMP_KEY)
+
+
+def http(timeout: float = 60) -> httpx.Client:
+    return httpx.Client(timeout=timeout)
+
+
+# -- invariants of the files -----------------------------------------------------------
+
+
+def _rows(conn: apsw.Connection, sql: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(sql).fetchall()]
+
+
+def _one(conn: apsw.Connection, sql: str) -> Any:
+    return conn.execute(sql).fetchall()[0][0]
+
+
+@contextmanager
+def open_raw(path: str, *, vec: bool = False) -> Iterator[apsw.Connection]:
+    """A plain connection with the house pragmas (what a restart opens)."""
+    conn = connect(path, ConnectionOptions(load_vec=vec))
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def check_memory_file(path: str) -> int:
+    """Integrity, and chunk rows one-to-one with vec0 rows; returns the chunk count."""
+    with open_raw(path, vec=True) as conn:
+        assert _rows(conn, "PRAGMA integrity_check") == [("ok",)]
+        chunks = int(_one(conn, "SELECT count(*) FROM memory_chunks"))
+        vecs = int(_one(conn, "SELECT count(*) FROM memory_vec"))
+        assert chunks == vecs, f"{chunks} chunk rows but {vecs} vec rows"
+        orphans = _rows(
+            conn,
+            "SELECT chunk_id FROM memory_vec EXCEPT SELECT chunk_id FROM memory_chunks"
+            " UNION ALL SELECT chunk_id FROM memory_chunks EXCEPT SELECT chunk_id FROM memory_vec",
+        )
+        assert orphans == [], f"{len(orphans)} ids in one table only"
+        seq = int(_one(conn, "SELECT value FROM memory_counters WHERE name = 'seq'"))
+        newest = _one(conn, "SELECT max(seq) FROM memory_chunks")
+        assert newest is None or int(newest) <= seq
+        return chunks
+
+
+def check_affect_file(path: str) -> int:
+    """Integrity; every current row is the newest history row of its key, and the scope
+    index holds exactly the current scopes. Returns the number of live keys."""
+    with open_raw(path) as conn:
+        assert _rows(conn, "PRAGMA integrity_check") == [("ok",)]
+        mismatched = _rows(
+            conn,
+            "SELECT c.key FROM affect_current c LEFT JOIN"
+            " (SELECT key, max(revision) AS top, count(*) AS n FROM affect_history GROUP BY key) h"
+            " ON h.key = c.key WHERE h.top IS NOT c.revision OR h.n IS NOT c.revision",
+        )
+        assert mismatched == [], f"{len(mismatched)} keys whose history disagrees"
+        heads = _rows(
+            conn,
+            "SELECT c.key FROM affect_current c JOIN affect_history h"
+            " ON h.key = c.key AND h.revision = c.revision WHERE h.record_json IS NOT c.record_json",
+        )
+        assert heads == []
+        orphans = _one(
+            conn,
+            "SELECT count(*) FROM (SELECT DISTINCT key FROM affect_history"
+            " EXCEPT SELECT key FROM affect_current)",
+        )
+        assert int(orphans) == 0
+        index = {
+            (str(a), str(v), str(k))
+            for a, v, k in conn.execute("SELECT axis, value, key FROM affect_scope")
+        }
+        derived = set()
+        for key, scope_json in conn.execute("SELECT key, scope_json FROM affect_current"):
+            for axis, value in json.loads(str(scope_json)).items():
+                derived.add((axis, value, str(key)))
+        assert index == derived, "scope index disagrees with the current scopes"
+        return int(_one(conn, "SELECT count(*) FROM affect_current"))
+
+
+def check_vmp_file(path: str) -> int:
+    """Integrity; ids contiguous and counters consistent, one chunk node and one edge
+    per record. Returns the record count."""
+    with open_raw(path) as conn:
+        assert _rows(conn, "PRAGMA integrity_check") == [("ok",)]
+        next_record, next_node = conn.execute(
+            "SELECT next_record_id, next_node_id FROM vmp_state"
+        ).fetchall()[0]
+        records = int(_one(conn, "SELECT count(*) FROM vmp_records"))
+        assert records == next_record
+        assert int(_one(conn, "SELECT coalesce(max(record_id) + 1, 0) FROM vmp_records")) == records
+        assert int(_one(conn, "SELECT count(*) FROM vmp_nodes")) == next_node
+        assert int(_one(conn, "SELECT count(*) FROM vmp_nodes WHERE kind = 1")) == records
+        assert int(_one(conn, "SELECT count(*) FROM vmp_edges")) == records
+        return records
+
+
+def check_files(env: Mapping[str, str]) -> dict[str, int]:
+    """Every plane file's invariants (see the check_* functions); row counts by plane."""
+    return {
+        "memory": check_memory_file(env["RATATOSKR_MEMORY_DB"]),
+        "affect": check_affect_file(env["RATATOSKR_AFFECT_DB"]),
+        "vmp": check_vmp_file(env["RATATOSKR_VMP_DB"]),
+    }
+
+
+def file_bytes(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
