@@ -76,6 +76,10 @@ class Database:
         self._readers_lock = threading.Lock()
         self._closed = False
         self._writer = connect(path, self.options)
+        # The file this database is, so a write can tell when the path no longer
+        # names it (see ``_check_file``).
+        self._abspath = os.path.abspath(path)
+        self._identity = None if self.is_memory else _identity(self._abspath)
         try:
             with self.write() as conn:
                 for key, wanted in (meta or {}).items():
@@ -94,6 +98,7 @@ class Database:
         """A write transaction: committed when the block ends, rolled back on any error."""
         with self._lock:
             self._check_open()
+            self._check_file()
             conn = self._writer
             with translate_errors():
                 conn.execute("BEGIN IMMEDIATE")
@@ -145,6 +150,17 @@ class Database:
         if self._closed:
             raise StorageUnavailable("database is closed")
 
+    def _check_file(self) -> None:
+        """Refuse to write when the path no longer names the file that was opened.
+
+        SQLite keeps writing to an open file after it was deleted (its directory
+        removed, a volume unmounted) or replaced by another: every write would be
+        acknowledged and then lost when the process exits. One ``stat`` per write
+        turns that into an error.
+        """
+        if self._identity is not None and _identity(self._abspath) != self._identity:
+            raise StorageUnavailable("database file was removed or replaced while open")
+
     def schema_version(self) -> int:
         """The plane's applied schema version."""
         with self.read() as conn:
@@ -161,6 +177,15 @@ class Database:
             for conn in readers:
                 conn.close()
             self._writer.close()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 @dataclass

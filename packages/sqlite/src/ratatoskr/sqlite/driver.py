@@ -23,6 +23,8 @@ from ratatoskr.sqlite.errors import (
 )
 
 MEMORY_PATH = ":memory:"
+# SQLITE_IOERR | (19 << 8): enlarging the -shm file failed (sqlite3.h).
+_SQLITE_IOERR_SHMSIZE = apsw.SQLITE_IOERR_SHMSIZE
 
 
 @dataclass(frozen=True)
@@ -125,4 +127,7 @@ def translate_errors() -> Iterator[None]:
     except apsw.BusyError as exc:
         raise StorageUnavailable("database stayed locked past the busy timeout") from exc
     except apsw.IOError as exc:
+        if getattr(exc, "extendedresult", None) == _SQLITE_IOERR_SHMSIZE:
+            # The WAL index could not grow: SQLite's documented sign of a full volume.
+            raise StorageFull("database or disk is full") from exc
         raise StorageUnavailable("database I/O error") from exc
