@@ -65,7 +65,8 @@ def run(sync: str, batches: int) -> None:
     per = 1000 / batches
     print(
         f"synchronous={sync}: chunk rows {rows_t * per:.1f} ms/batch, "
-        f"vec0 rows {vec_t * per:.1f} ms/batch, whole transaction {total * per:.1f} ms/batch -> {100 * batches / total:,.0f} rows/s"
+        f"vec0 rows {vec_t * per:.1f} ms/batch, "
+        f"whole transaction {total * per:.1f} ms/batch -> {100 * batches / total:,.0f} rows/s"
     )
 
 
