@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import TypedDict
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,28 +26,31 @@ from ratatoskr.provider.settings import PLANES, Plane, Settings
 from ratatoskr.vmp import build_vmp_app, is_loopback_host
 
 
+class _WireOptions(TypedDict):
+    """What the memory and affect apps take alike: the token checks and body limit."""
+
+    issuer: str
+    max_lifetime_s: float
+    leeway_s: float
+    max_body_bytes: int
+
+
 def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starlette]:
     """One Starlette app per open plane, each configured from ``settings``."""
     apps: dict[str, Starlette] = {}
+    wire = _WireOptions(
+        issuer=settings.issuer,
+        max_lifetime_s=settings.token_max_lifetime_s,
+        leeway_s=settings.clock_skew_s,
+        max_body_bytes=settings.max_body_bytes,
+    )
     if opened.memory is not None:
         apps["memory"] = build_memory_provider_app(
-            opened.memory,
-            settings.heimdall_key_bytes(),
-            settings.consumer_id,
-            issuer=settings.issuer,
-            max_lifetime_s=settings.token_max_lifetime_s,
-            leeway_s=settings.clock_skew_s,
-            max_body_bytes=settings.max_body_bytes,
+            opened.memory, settings.heimdall_key_bytes(), settings.consumer_id, **wire
         )
     if opened.affect is not None:
         apps["affect"] = build_affect_provider_app(
-            opened.affect,
-            settings.heimdall_key_bytes(),
-            settings.consumer_id,
-            issuer=settings.issuer,
-            max_lifetime_s=settings.token_max_lifetime_s,
-            leeway_s=settings.clock_skew_s,
-            max_body_bytes=settings.max_body_bytes,
+            opened.affect, settings.heimdall_key_bytes(), settings.consumer_id, **wire
         )
     if opened.vmp is not None:
         key = settings.vmp_api_key.get_secret_value() if settings.vmp_api_key else None
