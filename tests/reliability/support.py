@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,6 +23,7 @@ import apsw
 import httpx
 
 from bifrost.client import BifrostClient
+from ratatoskr.provider.cli import main
 from ratatoskr.sqlite import ConnectionOptions, connect
 from ratatoskr.vmp.client import VmpClient
 
@@ -224,3 +227,56 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.01) -> b
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+def dump_file(path: str) -> dict[str, list[str]]:
+    """Every row of every real table (vec0's shadow tables included), as sorted reprs:
+    equal dumps mean nothing was written."""
+    with open_raw(path, vec=True) as conn:
+        return dump_conn(conn)
+
+
+def dump_conn(conn: apsw.Connection) -> dict[str, list[str]]:
+    tables = [
+        str(name)
+        for name, sql in conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'")
+        if not str(sql).upper().startswith("CREATE VIRTUAL")
+    ]
+    return {t: sorted(repr(tuple(r)) for r in conn.execute(f'SELECT * FROM "{t}"')) for t in tables}
+
+
+def refuse(root: Path, env: Mapping[str, str], *args: str) -> tuple[int, list[str]]:
+    """Run ``ratatoskr serve <args>`` expecting a refusal: (exit status, stderr lines)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
+    full.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ratatoskr.provider", "serve", *args],
+        env=full,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return proc.returncode, proc.stderr.splitlines()
+
+
+def refuse_in_process(
+    monkeypatch: Any, capsys: Any, root: Path, env: Mapping[str, str], *args: str
+) -> tuple[int, list[str]]:
+    """``ratatoskr serve <args>`` through the CLI's ``main`` in this process, for start-up
+    refusals only (a start that succeeds would serve forever): (exit status, stderr lines).
+    The same code path as :func:`refuse`, without a new interpreter's import time."""
+    for name in list(os.environ):
+        if name.startswith("RATATOSKR_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(root)
+    capsys.readouterr()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    try:
+        code = main(["serve", *args])
+    finally:
+        os.umask(umask)
+    return code, capsys.readouterr().err.splitlines()
