@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from bifrost.client import BifrostClient, mint_token
-from bifrost.errors import Forbidden, InvalidArguments
+from bifrost.errors import BifrostError, Forbidden, InvalidArguments
 from ratatoskr.vmp import auth as vmp_auth
 
 from ..conftest import KEY, Server
@@ -569,6 +569,37 @@ def test_json_edge_cases_on_vmp(server: Server, http: httpx.Client, tally: Tally
         assert (response.status_code, response.json()["code"]) == (400, expected), name
     with vmp_client(base(server, "vmp")) as vmp:
         assert (vmp.health()["records"], vmp.state_hash()) == (records, state)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bifrost.idempotency.json_loads_exact: orjson raises JSONDecodeError for an "
+    "integer beyond the double range (>= 1e309) instead of falling back to json.loads, so "
+    "json_copy of any record holding one is a 500 (bifrost.internal) on both planes",
+)
+@pytest.mark.parametrize("plane", ["memory", "affect"])
+def test_integer_beyond_double_range_in_an_opaque_field_round_trips(
+    server: Server, admin: BifrostClient, affect_admin: BifrostClient, plane: str
+) -> None:
+    """The envelope parser accepts integer literals of up to 4300 digits (bifrost README)
+    and records are opaque and verbatim, numbers exactly (memory-plane.md): 10**400 in a
+    field of the record must come back as 10**400 — or, at the least, be refused with a
+    documented 4xx and nothing written. Today it is a 500."""
+    big = 10**400
+    client = admin if plane == "memory" else affect_admin
+    record: dict[str, Any] = {"scope": {}, "count": big}
+    record.update(
+        {"id": "big-int", "embedding": emb()} if plane == "memory" else {"key": "big-int"}
+    )
+    verb = "upsert_many" if plane == "memory" else "put_many"
+    status = 200
+    try:
+        client.call(verb, {"records": [record]}, idempotency_key="big-int")
+    except BifrostError as exc:
+        status = exc.status
+    assert status < 500
+    stored = client.get("big-int")
+    assert stored is None if status != 200 else stored["count"] == big
 
 
 # -- nasty ids and scope values, verbatim ------------------------------------------------
