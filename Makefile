@@ -58,10 +58,10 @@ $(PEERS)/.installed: benchmarks/requirements-peers.txt
 	touch $@
 
 bench: bench-deps $(PEERS)/.installed
-	$(BIN)/python benchmarks/compare.py --profile quick --peer-python $(PEERS)/bin/python
+	$(BIN)/python benchmarks/compare.py --profile quick --peer-python $(PEERS)/bin/python --update-readme
 
 bench-full: bench-deps $(PEERS)/.installed
-	$(BIN)/python benchmarks/compare.py --profile full --peer-python $(PEERS)/bin/python
+	$(BIN)/python benchmarks/compare.py --profile full --peer-python $(PEERS)/bin/python --update-readme
 
 clean:
 	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache $(PEERS)

@@ -36,6 +36,7 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -110,7 +111,7 @@ def make_data(root: Path, sizes: tuple[int, ...], queries: int, seed: int) -> No
     n_max = max(sizes)
     rng = np.random.default_rng(seed)
     path = root / "vectors.npy"
-    stamp = root / f"stamp-{n_max}-{seed}"
+    stamp = root / "complete"
     if not stamp.exists():
         centres = rng.standard_normal((max(n_max // 100, 10), DIM)).astype(np.float32)
         out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_max, DIM))
@@ -378,9 +379,68 @@ def http_serve(
                 serve["modes"][mode] = {"times": times, "rows": rows}
         finally:
             client.close()
-        row.extra["load"] = run_load(server.base_url, data_root, row.n, prof)
+        with PySpy(server.pid, work / "server-profile.txt") as spy:
+            row.extra["load"] = run_load(server.base_url, data_root, row.n, prof)
+        row.extra["server_profile"] = spy.summary()
         serve["vmhwm_mb"] = read_vmhwm(server.pid)
     fill_serve(row, serve, data_root)
+
+
+class PySpy:
+    """py-spy (bench group) sampling the server during the load test, if it can attach."""
+
+    BUCKETS = (  # first match wins, checked innermost frame first
+        ("the store's search (ratatoskr.memory)", ("RatatoskrMemoryStore.search",)),
+        ("envelope: JSON parse and checks", ("parse_envelope",)),
+        ("token: JWT verification", ("JwtVerifier.verify",)),
+        ("rest of the bifrost pipeline (dispatch, errors, response body)", ("_pipeline",)),
+        ("HTTP and ASGI: uvicorn, Starlette, asyncio", ("",)),
+    )
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.pid, self.out = pid, out
+        self.proc: subprocess.Popen[bytes] | None = None
+        exe = Path(sys.executable).with_name("py-spy")
+        self.exe = str(exe) if exe.exists() else shutil.which("py-spy")
+
+    def __enter__(self) -> PySpy:
+        if self.exe:
+            self.proc = subprocess.Popen(
+                [
+                    *(self.exe, "record", "-p", str(self.pid), "-o", str(self.out)),
+                    *("--format", "raw", "--rate", "250", "--nonblocking"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def summary(self) -> dict[str, float]:
+        """Share of the server's busy samples per bucket (innermost named frame decides)."""
+        if not self.out.exists():
+            return {}
+        counts: dict[str, int] = {}
+        total = 0
+        for line in self.out.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            if not n.isdigit():
+                continue
+            total += int(n)
+            for label, marks in self.BUCKETS:
+                if any(m in stack for m in marks):
+                    counts[label] = counts.get(label, 0) + int(n)
+                    break
+        return {k: v / total for k, v in counts.items()} if total else {}
 
 
 def run_load(url: str, data_root: Path, n: int, prof: Profile) -> dict[str, Any]:
@@ -459,7 +519,7 @@ async def _load(url: str, data_root: str, n: int, seconds: float, max_requests: 
 
 def run_all(args: argparse.Namespace, prof: Profile) -> tuple[list[Row], list[Any], str]:
     work = Path(args.workdir or HERE / "data" / f"run-{os.getpid()}")
-    data_root = HERE / "data" / f"vectors-{DIM}"
+    data_root = HERE / "data" / f"vectors-{DIM}-{max(prof.sizes)}-{args.seed}"
     rows: list[Row] = []
     contenders = [c for c in ORDER if not args.only or c in args.only.split(",")]
     steps = 1 + sum(2 for _ in prof.sizes for _ in contenders) + (0 if args.no_vmp else 1)
@@ -481,15 +541,22 @@ def run_all(args: argparse.Namespace, prof: Profile) -> tuple[list[Row], list[An
                     continue
                 store = store_root / contender
                 store.mkdir(parents=True, exist_ok=True)
+                began = time.perf_counter()
                 try:
                     run_contender(row, contender, data_root, store, store_root, args, prof)
                 except subprocess.TimeoutExpired as exc:
                     row.error = f"did not finish within {exc.timeout:.0f} s"
                 except Exception as exc:
-                    row.error = f"{type(exc).__name__}: {exc}"[:400]
+                    text = " / ".join(str(exc).split("\n"))
+                    row.error = f"{type(exc).__name__}: {text}"[:400].replace("|", "/")
+                row.extra["wall_s"] = time.perf_counter() - began
                 bar.update(2)
                 if contender not in ("ratatoskr",):
                     shutil.rmtree(store, ignore_errors=True)
+            db = store_root / "ratatoskr" / "memory.db"
+            if n == max(prof.sizes) and db.exists():
+                bar.set_description_str(f"N={n:,} profiling ratatoskr")
+                PROFILE.update(profile_ratatoskr(db, data_root, n, store_root))
             shutil.rmtree(store_root, ignore_errors=True)
         if not args.no_vmp:
             bar.set_description_str("VMP plane")
@@ -502,6 +569,19 @@ def run_all(args: argparse.Namespace, prof: Profile) -> tuple[list[Row], list[An
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return rows, vmp_results, str(data_root)
+
+
+PROFILE: dict[str, Any] = {}
+
+
+def profile_ratatoskr(db: Path, data_root: Path, n: int, work: Path) -> dict[str, Any]:
+    out = work / "profile.json"
+    cmd = [sys.executable, str(HERE / "profile_ratatoskr.py"), "--store", str(db)]
+    cmd += ["--data", str(data_root), "--n", str(n), "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-400:]}
+    return dict(json.loads(out.read_text()))
 
 
 def run_contender(
@@ -642,13 +722,17 @@ def notes(rows: list[Row]) -> list[str]:
                 f" {r.extra['bulk_rate']:,.0f} chunks/s (not timed as"
                 " upserts); the upsert rate is that of the last chunks, in batches of 100."
             )
-        if r.contender == "lancedb" and "vector_index_s" in r.extra:
+        if r.contender == "lancedb" and "optimize_s" in r.extra:
+            index = r.extra.get("vector_index_s")
+            ann = (
+                f"the IVF_PQ index {index:.1f} s"
+                if index is not None
+                else "no ANN index (its docs: none needed up to ~100k rows; flat exact scan)"
+            )
             out.append(
                 f"- LanceDB at N = {r.n:,}: after the load, `optimize()` took"
-                f" {r.extra['optimize_s']:.1f} s, the IVF_PQ index"
-                f" {r.extra['vector_index_s']:.1f} s,"
-                f" the two BITMAP indexes {r.extra['scalar_index_s']:.1f} s"
-                " (not in the upsert rate)."
+                f" {r.extra['optimize_s']:.1f} s; {ann}; the two BITMAP indexes"
+                f" {r.extra['scalar_index_s']:.1f} s (none of it in the upsert rate)."
             )
     return out
 
@@ -719,6 +803,29 @@ def plots(rows: list[Row], stem: Path) -> list[str]:
     return written
 
 
+def profile_section(rows: list[Row]) -> list[str]:
+    from profile_ratatoskr import markdown as profile_markdown  # noqa: PLC0415
+
+    lines = ["### Where ratatoskr's time goes (profiles from this run)", ""]
+    for r in rows:
+        prof = r.extra.get("server_profile")
+        if r.contender == "ratatoskr-http" and prof:
+            lines += [
+                f"**Provider server under the load test at N = {r.n:,}** — share of the"
+                " server process's busy samples (py-spy, all threads):",
+                "",
+                "| part | share |",
+                "| --- | --- |",
+                *[f"| {k} | {v * 100:.0f}% |" for k, v in prof.items()],
+                "",
+            ]
+    if PROFILE.get("error"):
+        lines.append(f"(store profile failed: {PROFILE['error']})")
+    elif PROFILE:
+        lines += profile_markdown(PROFILE)
+    return lines if len(lines) > 2 else []
+
+
 def versions_line(peer_python: str | None) -> str:
     from ratatoskr.sqlite import driver_versions, sqlite_vec_version  # noqa: PLC0415
 
@@ -787,6 +894,7 @@ def report(
         *notes(rows),
         "",
     ]
+    lines += profile_section(rows)
     if vmp:
         lines += [
             "### VMP plane: ratatoskr.vmp vs valoricore (local mode)",
@@ -800,10 +908,36 @@ def report(
     lines += [f"![{p}]({p})" for p in pngs]
     path = stem.with_suffix(".md")
     path.write_text("\n".join(lines) + "\n")
+    if args.update_readme:
+        update_readme(lines, f"{out_dir.name}/" if out_dir.parent == HERE else "")
     (stem.with_suffix(".json")).write_text(
         json.dumps([r.__dict__ for r in rows], default=str, indent=1)
     )
     return path
+
+
+README_START = "<!-- side-by-side results: written by compare.py --update-readme -->"
+README_END = "<!-- end of side-by-side results -->"
+
+
+def update_readme(lines: list[str], image_prefix: str) -> None:
+    """Replace the marked block of benchmarks/README.md with this run's tables."""
+    readme = HERE / "README.md"
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return
+    body = []
+    for line in lines[1:]:  # the title becomes the README's own heading
+        out = line
+        if line.startswith("![") and "](" in line:
+            name = line.split("](", 1)[1].rstrip(")")
+            out = line.replace(f"]({name})", f"]({image_prefix}{name})")
+        body.append(out.replace("### ", "#### "))
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(
+        head + README_START + "\n" + "\n".join(body).strip() + "\n" + README_END + tail
+    )
 
 
 def main() -> int:
@@ -820,6 +954,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=20240611)
     parser.add_argument("--workdir", help="where stores are built (kept); default a temp dir")
     parser.add_argument("--out-dir", default=str(HERE / "results"))
+    parser.add_argument(
+        "--update-readme", action="store_true", help="put the tables into benchmarks/README.md"
+    )
     parser.add_argument("--load", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
