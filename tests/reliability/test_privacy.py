@@ -134,7 +134,8 @@ def record(ident: str, scope_value: str = SCOPE) -> dict[str, Any]:
     }
 
 
-def run_traffic(base_url: str) -> Seen:
+def run_traffic(base_url: str, storage: list[Path]) -> Seen:
+    """The traffic mix; ends by moving ``storage`` (the database files) away, for 500s."""
     seen = Seen()
     with httpx.Client(timeout=60) as http:
         t = Traffic(base_url, http, seen)
@@ -221,9 +222,6 @@ def run_traffic(base_url: str) -> Seen:
             + b'"}}',
         ):
             t.call("memory", "get", {}, raw=raw, expect=400)
-        # 500: an integer beyond the double range beside content (see test_hostile_http)
-        big = {**record("big"), "count": 10**400}
-        t.call("memory", "upsert_many", {"records": [big]}, expect=500, key="k7")
         # 401: the wrong key, garbage carrying sentinels, a replay
         body = build_envelope("get", {"chunk_id": ID})
         for token in (
@@ -450,6 +448,19 @@ def run_traffic(base_url: str) -> Seen:
         t.vmp("GET", "/v1/no-such-route", expect=404)
         r = t.vmp("GET", "/health", key=META, expect=401)
         assert r.content == b""
+        # 500s: the database files moved away under the running provider.
+        for path in storage:
+            path.rename(path.with_name(path.name + ".moved"))
+        t.call(
+            "memory", "upsert_many", {"records": [record("z")]}, expect=500, scope=grant, key="k9"
+        )
+        t.call("affect", "put_many", {"records": [state]}, expect=500, scope=grant, key="a9")
+        t.vmp(
+            "POST",
+            "/v1/memory/upsert_vector",
+            json={"vector": vec, "tags": [TAG], "metadata": META},
+            expect=500,
+        )
     return seen
 
 
@@ -533,6 +544,11 @@ def in_process_server(tmp_path: Path, captured: Collect) -> Iterator[str]:
         sock.close()
 
 
+def db_files(root: Path) -> list[Path]:
+    env = provider_env(root)
+    return [Path(env[f"RATATOSKR_{p}_DB"]) for p in ("MEMORY", "AFFECT", "VMP")]
+
+
 def _check(seen: Seen, logs: str) -> None:
     secrets = (
         NEVER_LOGGED
@@ -559,9 +575,9 @@ def _check(seen: Seen, logs: str) -> None:
 
 @pytest.mark.slow
 def test_no_secret_in_any_log_record_or_response_in_process(
-    in_process_server: str, captured: Collect
+    in_process_server: str, captured: Collect, tmp_path: Path
 ) -> None:
-    seen = run_traffic(in_process_server)
+    seen = run_traffic(in_process_server, db_files(tmp_path))
     assert any("uvicorn.access" in t for t in captured.texts), "the access log was not captured"
     assert any("status=500" in t for t in captured.texts)
     _check(seen, "\n".join(captured.texts))
@@ -571,8 +587,9 @@ def test_no_secret_in_any_log_record_or_response_in_process(
 def test_no_secret_in_a_debug_provider_process_output(tmp_path: Path) -> None:
     env = provider_env(tmp_path, RATATOSKR_LOG_LEVEL="debug")
     with running(tmp_path, env) as server:
-        seen = run_traffic(server.base_url)
+        seen = run_traffic(server.base_url, db_files(tmp_path))
         time.sleep(0.2)  # let the last log lines arrive
     output = "".join(server.output)
     assert "bifrost call plane=memory" in output and '"POST /memory/bifrost' in output
+    assert "type=StorageUnavailable" in output
     _check(seen, output)
