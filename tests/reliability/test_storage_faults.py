@@ -45,6 +45,7 @@ from .support import (
     dump_file,
     file_bytes,
     memory_client,
+    open_raw,
     provider_env,
     refuse,
     refuse_in_process,
@@ -53,6 +54,7 @@ from .support import (
 )
 
 GENERIC = {"code": "bifrost.internal", "message": "internal error", "details": {}}
+GENERIC_500 = (500, "bifrost.internal", "internal error")
 FILLER = "x" * 1500
 
 
@@ -474,6 +476,16 @@ def test_directory_removed_while_serving_fails_writes_instead_of_losing_them(
     assert "does not exist" in one_line_refusal(code, lines, "RATATOSKR_MEMORY_DB")
 
 
+def outcome(call: Callable[[], Any]) -> tuple[Any, ...]:
+    """``("ok", result)`` or the error as ``(status, code, message)``."""
+    try:
+        return ("ok", call())
+    except BifrostError as exc:
+        return (exc.status, exc.wire_code(), exc.message)
+    except VmpError as exc:
+        return (exc.status, exc.code, exc.message)
+
+
 def _writes_after_removal(
     memory: BifrostClient, affect: BifrostClient, vmp: VmpClient
 ) -> dict[str, tuple[int, str, str]]:
@@ -494,3 +506,57 @@ def _writes_after_removal(
         else:
             out[name] = (200, "acknowledged", "")
     return out
+
+
+# -- a file truncated under a running provider -----------------------------------------
+
+
+@pytest.mark.slow
+def test_file_truncated_while_serving_is_a_500_not_a_dead_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With memory-mapped reads (SQLite's mmap_size, 256 MiB here before the fix) the
+    next read of a file truncated behind SQLite's back raised SIGBUS and killed the
+    process — every plane of the combined provider, not just the damaged one."""
+    env = provider_env(tmp_path)
+    with running(tmp_path, env) as server:
+        memory = memory_client(base(server, "memory"), scope={"tenant": "t"})
+        affect = affect_client(base(server, "affect"), scope={"tenant": "t"})
+        vmp = vmp_client(base(server, "vmp"))
+        for n in range(6):
+            memory.upsert_many(mem_batch(n), idempotency_key=f"m{n}")
+            affect.put_many(aff_batch(n), idempotency_key=f"a{n}")
+            vmp.upsert_vector([float(n), 1.0, 2.0, 3.0], metadata={"pad": FILLER})
+        for plane in ("affect", "vmp"):
+            path = env[DB[plane]]
+            with open_raw(path) as conn:  # move the data from the WAL into the main file
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        # Read once, so SQLite maps the grown file; then cut both files short.
+        assert affect.list(limit=50)["items"]
+        assert vmp.search_vector([1.0, 2.0, 3.0, 4.0], 3)
+        for plane in ("affect", "vmp"):
+            os.truncate(env[DB[plane]], 8192)
+        # Each read either still answers right (from SQLite's page cache) or fails
+        # with the generic error — it never answers wrong and never kills the process.
+        vmp_corrupt = (
+            500,
+            "INTERNAL_ERROR",
+            "storage error: database file is corrupt or not a database",
+        )
+        for _ in range(3):
+            got = outcome(lambda: affect.get("k3-3")["state"])
+            assert got in (("ok", FILLER), GENERIC_500)
+            got = outcome(lambda: len(affect.list(limit=50)["items"]))
+            assert got in (("ok", 48), GENERIC_500)
+            got = outcome(
+                lambda: [h["record_id"] for h in vmp.search_vector([0, 1, 2, 3], 2)["results"]]
+            )
+            assert got in (("ok", [0, 1]), vmp_corrupt)
+        # The undamaged plane, and the process, carry on.
+        assert server.proc.poll() is None
+        assert len(memory.get_many([r["id"] for r in mem_batch(5)])) == 8
+        for c in (memory, affect, vmp):
+            c.close()
+    assert server.proc.returncode in (0, -15), server.proc.returncode
+    code, lines = refuse_in_process(monkeypatch, capsys, tmp_path, env)
+    assert "corrupt" in one_line_refusal(code, lines, "RATATOSKR_AFFECT_DB")

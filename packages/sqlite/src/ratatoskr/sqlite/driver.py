@@ -35,7 +35,10 @@ class ConnectionOptions:
     # FULL fsyncs the WAL at every commit: an acknowledged write survives power loss,
     # not only a process crash.
     synchronous: str = "FULL"
-    mmap_size: int = 256 * 1024 * 1024
+    # No memory-mapped I/O by default: a mapped file that something else truncates
+    # kills the whole process with SIGBUS on the next read (every plane of a combined
+    # provider at once); with read() calls the same damage is a StorageCorrupt error.
+    mmap_size: int = 0
     load_vec: bool = False
     readonly: bool = False
     max_page_count: int | None = None
