@@ -593,3 +593,35 @@ def test_no_secret_in_a_debug_provider_process_output(tmp_path: Path) -> None:
     assert "bifrost call plane=memory" in output and '"POST /memory/bifrost' in output
     assert "type=StorageUnavailable" in output
     _check(seen, output)
+
+
+@pytest.mark.slow
+def test_a_call_id_cannot_forge_log_lines(
+    in_process_server: str, captured: Collect, tmp_path: Path
+) -> None:
+    """The call_id is the caller's and is logged: before the fix a newline in it wrote
+    a second, forged line into the provider's log (both the per-call line and the
+    internal-error line)."""
+    forged = "x status=200\n2026-01-01 00:00:00,000 ERROR ratatoskr FORGED \x1b[31m"
+    memory_db = db_files(tmp_path)[0]
+    calls: list[tuple[str, str, dict[str, Any]]] = [
+        ("memory", "health", {}),
+        ("affect", "get", {"key": "k"}),
+        ("memory", "upsert_many", {"records": []}),  # a 500: the file is moved away first
+    ]
+    with httpx.Client(timeout=30) as http:
+        for plane, verb, args in calls:
+            if verb == "upsert_many":
+                memory_db.rename(memory_db.with_name(memory_db.name + ".moved"))
+            body = build_envelope(verb, args, call_id=forged, idempotency_key="k")
+            token = mint_token(KEY.encode(), plane=plane, verb=verb, body=body, actor="a")
+            http.post(
+                f"{in_process_server}/{plane}/bifrost/{plane}-call",
+                content=body,
+                headers={"authorization": f"Bearer {token}"},
+            )
+    lines = [t for t in captured.texts if "FORGED" in t and not t.startswith(("{", "'", "("))]
+    assert len(lines) >= 4  # three call lines and one internal-error line
+    assert any("type=StorageUnavailable" in t for t in lines)
+    for line in lines:
+        assert "\n" not in line and "\x1b" not in line, line

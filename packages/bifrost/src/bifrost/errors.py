@@ -11,6 +11,7 @@ never *what* it held.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, ClassVar
 
 __all__ = [
@@ -29,10 +30,21 @@ __all__ = [
     "UnsupportedWireVersion",
     "error_body",
     "error_from_wire",
+    "loggable_id",
     "render_error",
 ]
 
 _log = logging.getLogger("bifrost.errors")
+_PLAIN_ID = re.compile(r"[A-Za-z0-9._:@/+-]{1,256}")
+
+
+def loggable_id(value: str | None) -> str | None:
+    """A client-chosen id (``call_id``) as it may go into a log line: as is when it is
+    a plain token (uuids, ulids, …), else its ``repr`` — quoted, with newlines and
+    control characters escaped — so a caller cannot forge or split log lines."""
+    if value is None or _PLAIN_ID.fullmatch(value):
+        return value
+    return repr(value)
 
 
 class BifrostError(Exception):
@@ -189,7 +201,7 @@ def render_error(
     """
     if isinstance(exc, BifrostError):
         return exc.status, error_body(exc.wire_code(plane), exc.message, exc.details, call_id)
-    _log.error("internal error call_id=%s type=%s", call_id, type(exc).__name__)
+    _log.error("internal error call_id=%s type=%s", loggable_id(call_id), type(exc).__name__)
     return 500, error_body("bifrost.internal", "internal error", {}, call_id)
 
 

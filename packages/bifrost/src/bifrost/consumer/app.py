@@ -45,6 +45,7 @@ from bifrost.errors import (
     PayloadTooLarge,
     Unauthenticated,
     UnknownVerb,
+    loggable_id,
     render_error,
 )
 from bifrost.memory.dispatch import dispatch_memory_call, memory_handshake
@@ -189,7 +190,7 @@ def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitabl
             plane.name,
             route,
             verb,
-            facts.call_id,
+            loggable_id(facts.call_id),
             status,
             code,
             duration * 1000,
