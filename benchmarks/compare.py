@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib import HERE, Server, fmt_ms, machine_line, p50, p99, progress, version_of
 from contenders import MODES, TOP_K, Data, scope_filter
+from vmp_bench import DimResult
 
 # -- profiles ------------------------------------------------------------------------
 
@@ -72,7 +73,7 @@ class Profile:
 
 
 QUICK = Profile(
-    "quick", (10_000, 100_000), 60, 5_000, 6.0, 20_000, 10_000, 100, 100, 600, 10_000, 8.0
+    "quick", (10_000, 100_000), 50, 5_000, 6.0, 20_000, 10_000, 100, 100, 600, 10_000, 6.0
 )
 FULL = Profile(
     "full",
@@ -874,9 +875,10 @@ def report(
         f"Versions: {versions_line(args.peer_python)}.",
         f"Data: {DIM}-dim unit vectors (clustered), 100 tenants × 10 end users in 10 groups;"
         f" top_k {TOP_K}; {prof.queries} queries per search mode (80% near a stored in-scope"
-        " vector, 20% random). Every contender in processes of its own; one run, same data."
+        " vector, 20% random). Every contender in processes of its own; one run, same data;"
+        " OPENBLAS_NUM_THREADS=1 everywhere."
         f" Run took {seconds / 60:.1f} min; load average {args.load_before:.2f} at the start,"
-        f" {os.getloadavg()[0]:.2f} at the end (2 cores).",
+        f" {args.load_after:.2f} at the end (2 cores).",
         f"Reproduce: `make {'bench' if prof.name == 'quick' else 'bench-full'}`.",
         "",
         "Ratios in parentheses are contender ÷ ratatoskr's store API: above 1× is slower"
@@ -910,9 +912,6 @@ def report(
     path.write_text("\n".join(lines) + "\n")
     if args.update_readme:
         update_readme(lines, f"{out_dir.name}/" if out_dir.parent == HERE else "")
-    (stem.with_suffix(".json")).write_text(
-        json.dumps([r.__dict__ for r in rows], default=str, indent=1)
-    )
     return path
 
 
@@ -941,6 +940,13 @@ def update_readme(lines: list[str], image_prefix: str) -> None:
 
 
 def main() -> int:
+    # One BLAS thread in every process of the run (this one, the contenders, the
+    # server, the load generator): on 2 shared cores OpenBLAS's second thread
+    # turned sub-millisecond matrix-vector products into 3–8 ms waits, and one
+    # thread is as fast on the memory-bound 100k product. Set before numpy loads.
+    if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -957,6 +963,7 @@ def main() -> int:
     parser.add_argument(
         "--update-readme", action="store_true", help="put the tables into benchmarks/README.md"
     )
+    parser.add_argument("--report-from", help="re-render the report of a saved raw-*.json")
     parser.add_argument("--load", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -976,10 +983,37 @@ def main() -> int:
             args.queries or prof.queries,
             *[getattr(prof, f) for f in list(Profile.__dataclass_fields__)[3:]],
         )
-    started = time.perf_counter()
-    args.load_before = os.getloadavg()[0]
-    rows, vmp, _ = run_all(args, prof)
-    path = report(rows, vmp, prof, args, time.perf_counter() - started)
+    if args.report_from:  # re-render a saved run (e.g. after a failed report)
+        saved = json.loads(Path(args.report_from).read_text())
+        rows = [Row(**r) for r in saved["rows"]]
+        vmp = [DimResult(**d) for d in saved["vmp"]]
+        PROFILE.update(saved["profile"])
+        args.load_before = saved["load_before"]
+        args.load_after = saved["load_after"]
+        path = report(rows, vmp, prof, args, saved["seconds"])
+    else:
+        started = time.perf_counter()
+        args.load_before = os.getloadavg()[0]
+        rows, vmp, _ = run_all(args, prof)
+        seconds = time.perf_counter() - started
+        args.load_after = os.getloadavg()[0]
+        raw = Path(args.out_dir) / f"raw-{prof.name}-{os.getpid()}.json"
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(
+            json.dumps(
+                {
+                    "rows": [r.__dict__ for r in rows],
+                    "vmp": [d.__dict__ for d in vmp],
+                    "profile": PROFILE,
+                    "load_before": args.load_before,
+                    "load_after": args.load_after,
+                    "seconds": seconds,
+                },
+                default=str,
+            )
+        )
+        path = report(rows, vmp, prof, args, seconds)
+        raw.unlink()
     print(path.read_text())
     print(f"written to {path}", file=sys.stderr)
     return 0

@@ -27,9 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from contenders import TOP_K, Data
 
-from bifrost.context import DispatchContext
-from ratatoskr.memory import open_memory_store
-
 ROOT = str(Path(__file__).resolve().parents[1])
 
 
@@ -70,6 +67,10 @@ def main() -> int:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    # Imported here: compare.py imports this module for ``markdown`` alone.
+    from bifrost.context import DispatchContext  # noqa: PLC0415
+    from ratatoskr.memory import open_memory_store  # noqa: PLC0415
+
     data = Data(args.data, args.n)
     result: dict[str, Any] = {"n": args.n}
     holder: dict[str, Any] = {}
