@@ -34,7 +34,7 @@ from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.settings import Settings
 
 from ..conftest import KEY
-from .support import MEMORY_DIM, VMP_KEY, provider_env, running
+from .support import MEMORY_DIM, VMP_KEY, provider_env, report, running
 
 CONTENT = "SENTINEL-CONTENT-7f3a"
 DISTILLATE = "SENTINEL-DISTILLATE-51c9"
@@ -470,9 +470,11 @@ class Collect(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
         self.texts: list[str] = []
+        self.records = 0
         self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
+        self.records += 1
         self.texts.append(self.format(record))
         self.texts.append(repr(record.msg))
         self.texts.append(repr(record.args))
@@ -581,6 +583,17 @@ def test_no_secret_in_any_log_record_or_response_in_process(
     assert any("uvicorn.access" in t for t in captured.texts), "the access log was not captured"
     assert any("status=500" in t for t in captured.texts)
     _check(seen, "\n".join(captured.texts))
+    report(
+        "privacy-in-process",
+        {
+            "log_records": captured.records,
+            "responses": len(seen.successes) + len(seen.errors),
+            "error_responses": len(seen.errors),
+            "tokens": len(seen.tokens),
+            "sentinels": len(NEVER_LOGGED),
+            "leaks": 0,
+        },
+    )
 
 
 @pytest.mark.slow
@@ -593,6 +606,17 @@ def test_no_secret_in_a_debug_provider_process_output(tmp_path: Path) -> None:
     assert "bifrost call plane=memory" in output and '"POST /memory/bifrost' in output
     assert "type=StorageUnavailable" in output
     _check(seen, output)
+    report(
+        "privacy-subprocess",
+        {
+            "output_lines": len(server.output),
+            "responses": len(seen.successes) + len(seen.errors),
+            "error_responses": len(seen.errors),
+            "tokens": len(seen.tokens),
+            "sentinels": len(NEVER_LOGGED),
+            "leaks": 0,
+        },
+    )
 
 
 @pytest.mark.slow
