@@ -390,13 +390,17 @@ def http_serve(
 class PySpy:
     """py-spy (bench group) sampling the server during the load test, if it can attach."""
 
-    BUCKETS = (  # first match wins, checked innermost frame first
-        ("the store's search (ratatoskr.memory)", ("RatatoskrMemoryStore.search",)),
-        ("envelope: JSON parse and checks", ("parse_envelope",)),
-        ("token: JWT verification", ("JwtVerifier.verify",)),
-        ("rest of the bifrost pipeline (dispatch, errors, response body)", ("_pipeline",)),
-        ("HTTP and ASGI: uvicorn, Starlette, asyncio", ("",)),
+    PARTS = (  # inclusive shares of the busy samples; a stack may count in several
+        ("bifrost's request pipeline, in all (`_pipeline`)", ("_pipeline",)),
+        ("… the store's search (`RatatoskrMemoryStore.search`)", ("RatatoskrMemoryStore.search",)),
+        ("… … of which reading and parsing the hits' stored JSON (`_fetch`)", ("._fetch ",)),
+        ("… envelope parse and checks (`parse_envelope`)", ("parse_envelope",)),
+        ("… token verification (`JwtVerifier.verify`)", ("JwtVerifier.verify",)),
+        ("Starlette routing and middleware, outside the pipeline", ("Starlette.__call__",)),
     )
+    RATE = 250
+    # Leaves where a thread waits (py-spy counts some of these as busy).
+    IDLE = ("Condition.wait", "Runner.run (", "Queue.get", "WorkerThread.run (", "select (")
 
     def __init__(self, pid: int, out: Path) -> None:
         self.pid, self.out = pid, out
@@ -409,7 +413,7 @@ class PySpy:
             self.proc = subprocess.Popen(
                 [
                     *(self.exe, "record", "-p", str(self.pid), "-o", str(self.out)),
-                    *("--format", "raw", "--rate", "250", "--nonblocking"),
+                    *("--format", "raw", "--rate", str(self.RATE), "--nonblocking"),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -427,21 +431,26 @@ class PySpy:
                 self.proc.wait(timeout=10)
 
     def summary(self) -> dict[str, float]:
-        """Share of the server's busy samples per bucket (innermost named frame decides)."""
+        """Inclusive share of the server's busy samples per part (waiting leaves dropped)."""
         if not self.out.exists():
             return {}
-        counts: dict[str, int] = {}
-        total = 0
+        counts: dict[str, int] = {label: 0 for label, _ in self.PARTS}
+        total = rest = 0
         for line in self.out.read_text().splitlines():
             stack, _, n = line.rpartition(" ")
-            if not n.isdigit():
+            if not n.isdigit() or stack.rsplit(";", 1)[-1].startswith(self.IDLE):
                 continue
             total += int(n)
-            for label, marks in self.BUCKETS:
+            for label, marks in self.PARTS:
                 if any(m in stack for m in marks):
                     counts[label] = counts.get(label, 0) + int(n)
-                    break
-        return {k: v / total for k, v in counts.items()} if total else {}
+            if "_pipeline" not in stack and "Starlette.__call__" not in stack:
+                rest += int(n)
+        counts["uvicorn's HTTP protocol, asyncio, thread hand-off (the rest)"] = rest
+        shares = {k: v / total for k, v in counts.items()} if total else {}
+        if total:
+            shares["_busy_s"] = total / self.RATE
+        return shares
 
 
 def run_load(url: str, data_root: Path, n: int, prof: Profile) -> dict[str, Any]:
@@ -809,11 +818,19 @@ def profile_section(rows: list[Row]) -> list[str]:
 
     lines = ["### Where ratatoskr's time goes (profiles from this run)", ""]
     for r in rows:
-        prof = r.extra.get("server_profile")
+        prof = dict(r.extra.get("server_profile") or {})
+        load = r.extra.get("load")
         if r.contender == "ratatoskr-http" and prof:
+            busy = prof.pop("_busy_s", None)
+            per = (
+                f" ({busy / load['requests'] * 1e3:.1f} ms of server CPU per request)"
+                if busy and load and load.get("requests")
+                else ""
+            )
             lines += [
-                f"**Provider server under the load test at N = {r.n:,}** — share of the"
-                " server process's busy samples (py-spy, all threads):",
+                f"**Provider server under the load test at N = {r.n:,}**{per} — inclusive"
+                " share of the server process's busy samples (py-spy, all threads, waits"
+                " dropped):",
                 "",
                 "| part | share |",
                 "| --- | --- |",

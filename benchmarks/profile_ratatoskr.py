@@ -42,8 +42,10 @@ def top(profile: cProfile.Profile, total_s: float, limit: int = 12) -> list[dict
     rows.sort(key=lambda r: -r["cum_s"])
     out = []
     for r in rows:
-        if r["fn"].startswith(("~", "<")) or "profile_ratatoskr" in r["fn"]:
+        if r["fn"].startswith("<") or "profile_ratatoskr" in r["fn"]:
             continue
+        if r["fn"].startswith("~"):  # a C function: "~:0(<method 'execute' of …>)"
+            r["fn"] = r["fn"].split("(", 1)[1].rstrip(")")
         r["cum_share"] = r["cum_s"] / total_s
         out.append(r)
         if len(out) >= limit:
