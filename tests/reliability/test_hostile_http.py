@@ -571,12 +571,6 @@ def test_json_edge_cases_on_vmp(server: Server, http: httpx.Client, tally: Tally
         assert (vmp.health()["records"], vmp.state_hash()) == (records, state)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bifrost.idempotency.json_loads_exact: orjson raises JSONDecodeError for an "
-    "integer beyond the double range (>= 1e309) instead of falling back to json.loads, so "
-    "json_copy of any record holding one is a 500 (bifrost.internal) on both planes",
-)
 @pytest.mark.parametrize("plane", ["memory", "affect"])
 def test_integer_beyond_double_range_in_an_opaque_field_round_trips(
     server: Server, admin: BifrostClient, affect_admin: BifrostClient, plane: str
@@ -584,7 +578,8 @@ def test_integer_beyond_double_range_in_an_opaque_field_round_trips(
     """The envelope parser accepts integer literals of up to 4300 digits (bifrost README)
     and records are opaque and verbatim, numbers exactly (memory-plane.md): 10**400 in a
     field of the record must come back as 10**400 — or, at the least, be refused with a
-    documented 4xx and nothing written. Today it is a 500."""
+    documented 4xx and nothing written (it was a 500 until bifrost's codec fell back to
+    the standard library for integers orjson cannot read)."""
     big = 10**400
     client = admin if plane == "memory" else affect_admin
     record: dict[str, Any] = {"scope": {}, "count": big}

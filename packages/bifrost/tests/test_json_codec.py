@@ -41,7 +41,7 @@ def test_keys_sorted_no_spaces_utf8() -> None:
 
 
 def test_big_integers_stay_integers() -> None:
-    for n in (2**63, -(2**63) - 1, 10**30):
+    for n in (2**63, -(2**63) - 1, 10**30, 10**400, -(10**400)):
         assert json_loads_exact(canonical_json({"n": n})) == {"n": n}
         assert type(json_loads_exact(canonical_json([n]))[0]) is int
 

@@ -104,7 +104,11 @@ def json_loads_exact(data: bytes | str) -> Any:
     exactly: orjson, except that orjson reads an integer beyond 64 bits as a float —
     when the result holds a float that large, the text is parsed again by the
     standard library, which keeps such integers exact."""
-    value = orjson.loads(data)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        # orjson also refuses integers past the double range (10**309 and up).
+        return json.loads(data)
     if _no_int64_overflow(value):
         return value
     return json.loads(data)
