@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -380,8 +381,11 @@ def http_serve(
                 serve["modes"][mode] = {"times": times, "rows": rows}
         finally:
             client.close()
+        proc = psutil.Process(server.pid)
+        cpu0 = sum(proc.cpu_times()[:2])
         with PySpy(server.pid, work / "server-profile.txt") as spy:
             row.extra["load"] = run_load(server.base_url, data_root, row.n, prof)
+        row.extra["load"]["server_cpu_s"] = sum(proc.cpu_times()[:2]) - cpu0
         row.extra["server_profile"] = spy.summary()
         serve["vmhwm_mb"] = read_vmhwm(server.pid)
     fill_serve(row, serve, data_root)
@@ -413,7 +417,7 @@ class PySpy:
             self.proc = subprocess.Popen(
                 [
                     *(self.exe, "record", "-p", str(self.pid), "-o", str(self.out)),
-                    *("--format", "raw", "--rate", str(self.RATE), "--nonblocking"),
+                    *("--format", "raw", "--rate", str(self.RATE), "--nonblocking", "--gil"),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -431,7 +435,7 @@ class PySpy:
                 self.proc.wait(timeout=10)
 
     def summary(self) -> dict[str, float]:
-        """Inclusive share of the server's busy samples per part (waiting leaves dropped)."""
+        """Inclusive share per part of the samples of the thread holding the GIL."""
         if not self.out.exists():
             return {}
         counts: dict[str, int] = {label: 0 for label, _ in self.PARTS}
@@ -821,16 +825,19 @@ def profile_section(rows: list[Row]) -> list[str]:
         prof = dict(r.extra.get("server_profile") or {})
         load = r.extra.get("load")
         if r.contender == "ratatoskr-http" and prof:
-            busy = prof.pop("_busy_s", None)
+            prof.pop("_busy_s", None)
+            cpu = load.get("server_cpu_s") if load else None
             per = (
-                f" ({busy / load['requests'] * 1e3:.1f} ms of server CPU per request)"
-                if busy and load and load.get("requests")
+                f" ({cpu / load['requests'] * 1e3:.1f} ms of server CPU per request, user +"
+                f" system, for {load['rps']:.0f} requests/s)"
+                if cpu and load.get("requests")
                 else ""
             )
             lines += [
-                f"**Provider server under the load test at N = {r.n:,}**{per} — inclusive"
-                " share of the server process's busy samples (py-spy, all threads, waits"
-                " dropped):",
+                f"**Provider server under the load test at N = {r.n:,}**{per} — where its"
+                " Python time goes: inclusive share of py-spy samples of the thread holding"
+                " the GIL (`--gil`; C code that releases the GIL, such as SQLite reads and"
+                " BLAS, is not counted):",
                 "",
                 "| part | share |",
                 "| --- | --- |",
