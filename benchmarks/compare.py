@@ -102,6 +102,7 @@ LABELS = {
     "lancedb": "LanceDB",
 }
 ORDER = ["ratatoskr", "ratatoskr-http", "numpy", "reference", "langgraph", "chroma", "lancedb"]
+COLORS = {c: f"C{i}" for i, c in enumerate(ORDER)}  # one colour per contender in every plot
 
 
 # -- data ------------------------------------------------------------------------------
@@ -775,7 +776,7 @@ def plots(rows: list[Row], stem: Path) -> list[str]:
         for c in ORDER:
             xs, ys = series(c, lambda r, m=mode: r.search[m][0] * 1e3 if m in r.search else None)
             if xs:
-                ax.plot(xs, ys, marker="o", label=LABELS[c])
+                ax.plot(xs, ys, marker="o", label=LABELS[c], color=COLORS[c])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
@@ -783,8 +784,7 @@ def plots(rows: list[Row], stem: Path) -> list[str]:
         ax.set_xlabel("chunks in the store")
         ax.set_ylabel("ms")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    legend(fig, axes)
     path = stem.with_name(stem.name + "-search.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -800,7 +800,7 @@ def plots(rows: list[Row], stem: Path) -> list[str]:
         for c in ORDER:
             xs, ys = series(c, get)
             if xs:
-                ax.plot(xs, ys, marker="o", label=LABELS[c])
+                ax.plot(xs, ys, marker="o", label=LABELS[c], color=COLORS[c])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
@@ -808,8 +808,7 @@ def plots(rows: list[Row], stem: Path) -> list[str]:
         ax.set_xlabel("chunks in the store")
         ax.set_ylabel(unit)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    legend(fig, axes)
     path = stem.with_name(stem.name + "-costs.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -849,6 +848,16 @@ def profile_section(rows: list[Row]) -> list[str]:
     elif PROFILE:
         lines += profile_markdown(PROFILE)
     return lines if len(lines) > 2 else []
+
+
+def legend(fig: Any, axes: Any) -> None:
+    """One legend under the panels, every contender that appears in any of them."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
 
 
 def versions_line(peer_python: str | None) -> str:
@@ -1037,7 +1046,7 @@ def main() -> int:
             )
         )
         path = report(rows, vmp, prof, args, seconds)
-        raw.unlink()
+        raw.replace(path.with_suffix(".json"))  # the numbers behind the tables and plots
     print(path.read_text())
     print(f"written to {path}", file=sys.stderr)
     return 0
