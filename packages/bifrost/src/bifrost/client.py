@@ -166,6 +166,15 @@ class _Base:
     def _ids_arg(self) -> str:
         return "ids" if self.plane == "memory" else "keys"
 
+    @staticmethod
+    def _write_args(
+        records: list[dict[str, Any]], expected_revisions: dict[str, int] | None
+    ) -> dict[str, Any]:
+        args: dict[str, Any] = {"records": records}
+        if expected_revisions is not None:
+            args["expected_revisions"] = expected_revisions
+        return args
+
 
 class BifrostClient(_Base):
     """Synchronous client for one plane of one consumer."""
@@ -244,9 +253,7 @@ class BifrostClient(_Base):
         expected_revisions: dict[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> Any:
-        args: dict[str, Any] = {"records": records}
-        if expected_revisions is not None:
-            args["expected_revisions"] = expected_revisions
+        args = self._write_args(records, expected_revisions)
         return self.call(
             "upsert_many",
             args,
@@ -262,9 +269,7 @@ class BifrostClient(_Base):
         expected_revisions: dict[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> Any:
-        args: dict[str, Any] = {"records": records}
-        if expected_revisions is not None:
-            args["expected_revisions"] = expected_revisions
+        args = self._write_args(records, expected_revisions)
         return self.call(
             "put_many",
             args,
@@ -368,9 +373,7 @@ class AsyncBifrostClient(_Base):
         expected_revisions: dict[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> Any:
-        args: dict[str, Any] = {"records": records}
-        if expected_revisions is not None:
-            args["expected_revisions"] = expected_revisions
+        args = self._write_args(records, expected_revisions)
         return await self.call(
             "upsert_many",
             args,
@@ -386,9 +389,7 @@ class AsyncBifrostClient(_Base):
         expected_revisions: dict[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> Any:
-        args: dict[str, Any] = {"records": records}
-        if expected_revisions is not None:
-            args["expected_revisions"] = expected_revisions
+        args = self._write_args(records, expected_revisions)
         return await self.call(
             "put_many",
             args,
