@@ -140,9 +140,35 @@ def test_payload_too_large_streamed(memory_store: SpyMemoryStore) -> None:
             yield b" " * 1024
 
     with TestClient(app) as client:
-        resp = client.post("/bifrost/memory-call", content=chunks())
+        # Streamed with a valid token (for another body: the size limit comes first).
+        token = Wire(client, "memory").token(b"x", "upsert_many")
+        resp = client.post(
+            "/bifrost/memory-call", content=chunks(), headers={"Authorization": f"Bearer {token}"}
+        )
         assert "content-length" not in {k.lower() for k in resp.request.headers}
         error(resp, 413, "bifrost.payload_too_large")
+    assert memory_store.calls == []
+
+
+def test_body_never_read_without_a_valid_token(memory_store: SpyMemoryStore) -> None:
+    """Order of work: an unauthenticated caller gets 401 before its body is read,
+    however large it says the body is."""
+    app = build_memory_app(
+        memory_store, JwtVerifier(KEY), ConsumerRegistration(max_body_bytes=2048)
+    )
+    def chunks() -> Any:
+        for _ in range(10):
+            yield b" " * 1024
+
+    with TestClient(app) as client:
+        resp = client.post("/bifrost/memory-call", content=chunks())
+        error(resp, 401, "bifrost.unauthenticated")
+        resp = client.post(
+            "/bifrost/memory-call",
+            content=chunks(),
+            headers={"Authorization": "Bearer not.a.token"},
+        )
+        error(resp, 401, "bifrost.unauthenticated")
     assert memory_store.calls == []
 
 

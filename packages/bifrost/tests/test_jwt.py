@@ -18,7 +18,7 @@ import pytest
 from bifrost.client import mint_token
 from bifrost.consumer.testing.support import KEY, SpyMemoryStore, Wire, envelope_bytes
 from bifrost.errors import Unauthenticated
-from bifrost.reference_server import JwtVerifier, ReplayCache
+from bifrost.reference_server import InMemoryReplayCache, JwtVerifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -88,6 +88,8 @@ CASES: dict[str, Any] = {
     "alg hs256 lowercase": lambda b: handmade({"alg": "hs256", "typ": "JWT"}, claims(b), KEY),
     "wrong key": lambda b: hs256(claims(b), b"another-key-0123456789abcdef-0123"),
     "wrong aud": lambda b: hs256(claims(b, aud="someone-else")),
+    "aud list holding ours": lambda b: hs256(claims(b, aud=["other", "ratatoskr"])),
+    "aud list of ours only": lambda b: hs256(claims(b, aud=["ratatoskr"])),
     "wrong iss": lambda b: hs256(claims(b, iss="loki")),
     "expired": lambda b: hs256(claims(b, iat=t() - 400, exp=t() - 120)),
     "nbf in future": lambda b: hs256(claims(b, nbf=t() + 120)),
@@ -243,7 +245,7 @@ def test_messages_never_echo_token() -> None:
 
 
 def test_replay_cache_drops_expired_and_evicts_oldest_expiring() -> None:
-    cache = ReplayCache(3)
+    cache = InMemoryReplayCache(3)
     assert cache.check_and_add("a", 100.0, now=0.0)
     assert not cache.check_and_add("a", 100.0, now=1.0)
     assert cache.check_and_add("b", 50.0, now=1.0)
@@ -258,7 +260,7 @@ def test_replay_cache_drops_expired_and_evicts_oldest_expiring() -> None:
 
 
 def test_replay_cache_thread_safe() -> None:
-    cache = ReplayCache(10_000)
+    cache = InMemoryReplayCache(10_000)
     accepted: list[bool] = []
 
     def work() -> None:
@@ -271,3 +273,43 @@ def test_replay_cache_thread_safe() -> None:
     for t in threads:
         t.join()
     assert sum(accepted) == 500
+
+
+def test_header_checks_never_need_the_body_and_a_wrong_body_does_not_use_the_token() -> None:
+    v = JwtVerifier(KEY)
+    token = hs256(claims(BODY))
+    pending = v.check_headers(token, plane="memory")
+    assert pending.claims.verb == "health"
+    with pytest.raises(Unauthenticated, match="not minted for this body"):
+        v.admit(pending, BODY + b" ")
+    assert v.admit(v.check_headers(token, plane="memory"), BODY).actor == "agent-a"
+    with pytest.raises(Unauthenticated, match="token replayed"):
+        v.check_headers(token, plane="memory")  # seen: refused before any body is read
+
+
+def test_a_shared_replay_cache_makes_a_token_single_use_across_verifiers() -> None:
+    shared = InMemoryReplayCache()
+    first, second = JwtVerifier(KEY, replay_cache=shared), JwtVerifier(KEY, replay_cache=shared)
+    token = hs256(claims(BODY))
+    first.verify(token, body=BODY, plane="memory", verb="health")
+    with pytest.raises(Unauthenticated, match="token replayed"):
+        second.verify(token, body=BODY, plane="memory", verb="health")
+    # Two requests with one token racing past the header check: only one is admitted.
+    token = hs256(claims(BODY))
+    a, b = first.check_headers(token, plane="memory"), second.check_headers(token, plane="memory")
+    first.admit(a, BODY)
+    with pytest.raises(Unauthenticated, match="token replayed"):
+        second.admit(b, BODY)
+
+
+def test_replay_cache_must_have_both_methods() -> None:
+    with pytest.raises(TypeError):
+        JwtVerifier(KEY, replay_cache=object())  # type: ignore[arg-type]
+
+
+def test_in_memory_replay_cache_seen_honours_expiry() -> None:
+    cache = InMemoryReplayCache(10)
+    assert not cache.seen("a", now=0.0)
+    assert cache.check_and_add("a", 10.0, now=0.0)
+    assert cache.seen("a", now=9.0)
+    assert not cache.seen("a", now=10.0)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bifrost.affect.protocol import AffectDataStore
+from bifrost.auth import JwtVerifier, ReplayCache
 from bifrost.consumer import DEFAULT_MAX_BODY_BYTES, AppHooks, ConsumerRegistration
 from bifrost.consumer import build_affect_app as _build_affect_app
-from bifrost.reference_server import JwtVerifier
 
 if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
     from starlette.applications import Starlette
@@ -30,6 +30,7 @@ def build_affect_provider_app(
     max_lifetime_s: float = 300,
     leeway_s: float = 30,
     replay_cache_size: int = 100_000,
+    replay_cache: ReplayCache | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     clock: Callable[[], float] = time.time,
     hooks: AppHooks | None = None,
@@ -37,7 +38,9 @@ def build_affect_provider_app(
     """The standalone affect app (``POST /bifrost/handshake``, ``POST /bifrost/affect-call``).
 
     Tokens are verified with ``heimdall_key`` (HS256) for audience ``consumer_id``;
-    the keyword arguments are the verifier's and the body limits. The app does
+    the keyword arguments are the verifier's and the body limits; ``replay_cache``
+    is where accepted token ids are remembered (pass the one every process serving
+    this store's file shares; default: this process's memory only). The app does
     not close ``store``: whoever opened it does. Raises ValueError for an empty
     key or a bad limit, TypeError when ``heimdall_key`` is not bytes or ``store``
     does not implement ``AffectDataStore``.
@@ -49,6 +52,7 @@ def build_affect_provider_app(
         max_lifetime_s=max_lifetime_s,
         leeway_s=leeway_s,
         replay_cache_size=replay_cache_size,
+        replay_cache=replay_cache,
         clock=clock,
     )
     registration = ConsumerRegistration(

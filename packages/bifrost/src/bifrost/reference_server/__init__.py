@@ -1,5 +1,6 @@
-"""Server-side pieces of the reference consumer: the per-dispatch JWT verifier."""
+"""The verifier's historical home (the seed contract names
+``bifrost.reference_server.JwtVerifier``): re-exports of :mod:`bifrost.auth`."""
 
-from bifrost.reference_server.verifier import PLANES, Claims, JwtVerifier, ReplayCache
+from bifrost.auth import PLANES, Claims, InMemoryReplayCache, JwtVerifier, ReplayCache
 
-__all__ = ["PLANES", "Claims", "JwtVerifier", "ReplayCache"]
+__all__ = ["PLANES", "Claims", "InMemoryReplayCache", "JwtVerifier", "ReplayCache"]

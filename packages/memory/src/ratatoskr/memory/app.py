@@ -6,8 +6,8 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from bifrost.auth import JwtVerifier, ReplayCache
 from bifrost.consumer import ConsumerRegistration, build_memory_app
-from bifrost.reference_server import JwtVerifier
 from ratatoskr.memory.store import RatatoskrMemoryStore
 
 
@@ -20,9 +20,13 @@ def build_memory_provider_app(
     max_lifetime_s: float = 300,
     leeway_s: float = 30,
     max_body_bytes: int | None = None,
+    replay_cache: ReplayCache | None = None,
     **app_kwargs: Any,
 ) -> Starlette:
     """Wire a JwtVerifier and a registration, and hand ``store`` to bifrost's memory app.
+
+    ``replay_cache`` is where accepted token ids are remembered; pass the one every
+    process serving this store's file shares (default: this process's memory only).
 
     Raises ValueError for an empty ``heimdall_key`` and TypeError for a missing store
     or a store that does not advertise capabilities (INV-008).
@@ -37,6 +41,7 @@ def build_memory_provider_app(
         audience=consumer_id,
         max_lifetime_s=max_lifetime_s,
         leeway_s=leeway_s,
+        replay_cache=replay_cache,
     )
     registration = (
         ConsumerRegistration(consumer_id=consumer_id, planes=("memory",))

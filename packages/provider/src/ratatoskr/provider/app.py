@@ -46,11 +46,19 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
     )
     if opened.memory is not None:
         apps["memory"] = build_memory_provider_app(
-            opened.memory, settings.heimdall_key_bytes(), settings.consumer_id, **wire
+            opened.memory,
+            settings.heimdall_key_bytes(),
+            settings.consumer_id,
+            replay_cache=opened.replay.get("memory"),
+            **wire,
         )
     if opened.affect is not None:
         apps["affect"] = build_affect_provider_app(
-            opened.affect, settings.heimdall_key_bytes(), settings.consumer_id, **wire
+            opened.affect,
+            settings.heimdall_key_bytes(),
+            settings.consumer_id,
+            replay_cache=opened.replay.get("affect"),
+            **wire,
         )
     if opened.vmp is not None:
         key = settings.vmp_api_key.get_secret_value() if settings.vmp_api_key else None

@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from pydantic import ValidationError
 
 from bifrost.client import mint_token
-from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.devmode import dev_settings
 from ratatoskr.provider.doctor import run_doctor
+from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import PLANES, ConfigError, Plane, Settings
+
+__all__ = ["EXIT_CONFIG", "bind_socket", "load_settings", "main", "parser"]
 
 EXIT_CONFIG = 2
 
@@ -38,23 +37,6 @@ def load_settings(dev: bool, **overrides: Any) -> Settings:
         raise ConfigError(f"RATATOSKR_{name}: {first['msg']}") from None
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """Bind the listening socket before anything else is opened (port in use → ConfigError)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(
-            f"RATATOSKR_PORT: cannot listen on {host}:{port} ({exc.strerror})"
-        ) from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
 def _planes(choice: str) -> tuple[Plane, ...]:
     if choice == "all":
         return PLANES
@@ -67,26 +49,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    if args.workers is not None:
+        overrides["workers"] = args.workers
     settings = load_settings(args.dev, **overrides)
     if args.dev:
         settings = settings.model_copy(update={"host": "127.0.0.1"})
     planes = _planes(args.plane)
     # Database files hold what agents remember about people: owner-only by default.
     os.umask(0o077)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(settings)
     sock = bind_socket(settings.host, settings.port)
-    try:
-        app = build_provider_app(settings, planes)
-    except BaseException:
-        sock.close()
-        raise
     host, port = sock.getsockname()[:2]
     base = f"http://{host}:{port}"
     where = ", ".join(f"{p} at {base}/{p}" for p in planes) if len(planes) > 1 else base
+    try:
+        return serve(settings, planes, sock, announce=lambda: _announce(args.dev, where, base))
+    finally:
+        sock.close()
+
+
+def _announce(dev: bool, where: str, base: str) -> None:
     print(f"ratatoskr: serving {where}", flush=True)
-    if args.dev:
+    if dev:
         print(
             "ratatoskr: development mode - key in var/dev-heimdall.key, databases in var/.\n"
             "  mint a token:  ratatoskr token --dev --plane memory --verb search --body body.json\n"
@@ -94,15 +78,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"--data-binary @body.json {base}/memory/bifrost/memory-call",
             flush=True,
         )
-    config = uvicorn.Config(
-        app,
-        log_level=settings.log_level,
-        lifespan="on",
-        timeout_graceful_shutdown=30,
-        access_log=settings.log_level == "debug",
-    )
-    uvicorn.Server(config).run(sockets=[sock])
-    return 0
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -145,6 +120,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--dev", action="store_true", help="zero-configuration local mode")
     serve.add_argument("--host", help="overrides RATATOSKR_HOST")
     serve.add_argument("--port", type=int, help="overrides RATATOSKR_PORT (0: any free port)")
+    serve.add_argument("--workers", type=int, help="overrides RATATOSKR_WORKERS")
     serve.set_defaults(func=cmd_serve)
     token = sub.add_parser("token", help="mint a per-dispatch token for a request body")
     token.add_argument("--plane", choices=["memory", "affect"], required=True)

@@ -11,14 +11,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from bifrost.auth import InMemoryReplayCache, ReplayCache
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.provider.settings import ConfigError, Plane, Settings, validate_layout
 from ratatoskr.sqlite import (
     MEMORY_PATH,
     SchemaMismatch,
+    SqliteReplayCache,
     StorageError,
     inspect_database,
+    replay_path,
 )
 from ratatoskr.vmp import VmpStore, is_loopback_host, open_vmp_store
 
@@ -33,23 +36,41 @@ def db_setting(plane: str) -> str:
     return f"RATATOSKR_{plane.upper()}_DB"
 
 
+# The planes whose calls carry a Heimdall token, so they need a replay cache.
+TOKEN_PLANES: tuple[Plane, ...] = ("memory", "affect")
+
+
 @dataclass
 class OpenPlanes:
-    """The stores a provider serves (None for a plane it does not serve)."""
+    """The stores a provider serves (None for a plane it does not serve), and the
+    replay cache of each plane that takes Heimdall tokens."""
 
     memory: RatatoskrMemoryStore | None = None
     affect: RatatoskrAffectStore | None = None
     vmp: VmpStore | None = None
+    replay: dict[str, ReplayCache] = field(default_factory=dict)
     closed: bool = field(default=False, init=False)
 
     def close(self) -> None:
-        """Close every open store; idempotent."""
+        """Close every open store and replay cache; idempotent."""
         if self.closed:
             return
         self.closed = True
         for store in (self.memory, self.affect, self.vmp):
             if store is not None:
                 store.close()
+        for cache in self.replay.values():
+            if isinstance(cache, SqliteReplayCache):
+                cache.close()
+
+
+def open_replay_cache(db_path: str) -> ReplayCache:
+    """The replay cache shared by every process serving the plane file ``db_path``
+    (a file beside it, see ``ratatoskr.sqlite.replay``); an in-memory plane, which
+    only one process can serve, keeps its own in memory."""
+    if db_path == MEMORY_PATH:
+        return InMemoryReplayCache()
+    return SqliteReplayCache(replay_path(db_path))
 
 
 def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:
@@ -81,6 +102,10 @@ def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:
                 )
         if report.exists and report.integrity != "ok":
             raise ConfigError(f"{db_setting(plane)}: {path} fails SQLite's integrity check")
+        if plane in TOKEN_PLANES:
+            replay = replay_path(path)
+            if os.path.exists(replay) and not os.access(replay, os.R_OK | os.W_OK):
+                raise ConfigError(f"{db_setting(plane)}: {replay} is not readable and writable")
 
 
 def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
@@ -93,6 +118,8 @@ def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
     try:
         for plane in planes:
             _open_one(settings, plane, opened)
+            if plane in TOKEN_PLANES:
+                opened.replay[plane] = open_replay_cache(settings.db_path(plane))
     except SchemaMismatch as exc:
         opened.close()
         raise ConfigError(exc.message) from None

@@ -67,6 +67,13 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8765, ge=0, le=65535, description="TCP port to listen on.")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes sharing the listening socket and the database files "
+        "(one per core; a worker that dies is restarted).",
+    )
     max_body_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="Largest request body accepted (larger → 413)."
     )

@@ -34,6 +34,7 @@ from ratatoskr.sqlite.errors import (
 )
 from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry
 from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
+from ratatoskr.sqlite.replay import SqliteReplayCache, replay_path
 
 __all__ = [
     "MEMORY_PATH",
@@ -51,12 +52,14 @@ __all__ = [
     "StorageFull",
     "StorageReadOnly",
     "StorageUnavailable",
+    "SqliteReplayCache",
     "codec",
     "connect",
     "driver_versions",
     "inspect_database",
     "load_sqlite_vec",
     "read_meta",
+    "replay_path",
     "same_file",
     "schema_version",
     "sqlite_vec_version",

@@ -4,22 +4,25 @@ Every failure raises ``Unauthenticated`` whose message names the check that
 failed ("token expired", "token replayed", …) and never echoes the token or
 any claim value.
 
-Replay cache policy: a ``jti`` is remembered until its token could no longer
-be accepted (``exp + leeway``). The cache holds at most ``replay_cache_size``
-entries; expired entries are dropped on every insert, and when it is still
-full the entry that expires soonest is evicted (its token is the closest to
-becoming unacceptable anyway). With the defaults (100 000 entries, 300 s
-maximum lifetime) eviction of a still-valid entry needs a sustained rate
-above ~330 dispatches per second.
+Order of work (``shared/spec/bifrost-wire.md``): :meth:`JwtVerifier.check_headers`
+checks everything the ``Authorization`` header alone can prove — signature,
+algorithm, issuer, audience, times, lifetime, ``sub``, ``jti``, the plane and
+the grant, and that the ``jti`` has not been seen — so an unauthenticated or
+replayed caller never makes the server buffer a body. Once the body is in,
+:meth:`JwtVerifier.admit` compares ``body_sha256`` and only then remembers the
+``jti`` (atomically, in a :class:`~bifrost.auth.replay.ReplayCache` every
+process of the deployment shares): a token sent with the wrong body is refused
+without being used up. :meth:`JwtVerifier.verify` does both at once.
+
+A ``jti`` is remembered until its token could no longer be accepted
+(``exp + leeway``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import hmac
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,11 +30,12 @@ from typing import Any
 
 import jwt
 
+from bifrost.auth.replay import InMemoryReplayCache, ReplayCache
 from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments, Unauthenticated
 from bifrost.scope import validate_record_scope
 
-__all__ = ["PLANES", "Claims", "JwtVerifier", "ReplayCache"]
+__all__ = ["PLANES", "Claims", "JwtVerifier", "PendingToken"]
 
 PLANES = ("memory", "affect")
 _REQUIRED = ["iss", "aud", "sub", "iat", "exp", "jti", "bifrost"]
@@ -64,34 +68,13 @@ class Claims:
         )
 
 
-class ReplayCache:
-    """Bounded, thread-safe set of seen ``jti`` values with expiry (see module doc)."""
+@dataclass(frozen=True)
+class PendingToken:
+    """A token whose header checks passed; its body binding is still to be checked."""
 
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("replay_cache_size must be positive")
-        self.size = size
-        self._lock = threading.Lock()
-        self._expiry: dict[str, float] = {}
-        self._heap: list[tuple[float, str]] = []
-
-    def __len__(self) -> int:
-        return len(self._expiry)
-
-    def check_and_add(self, jti: str, expires_at: float, now: float) -> bool:
-        """Remember ``jti``; False if it is already remembered (a replay)."""
-        with self._lock:
-            while self._heap and self._heap[0][0] <= now:
-                _, old = heapq.heappop(self._heap)
-                self._expiry.pop(old, None)
-            if jti in self._expiry:
-                return False
-            while len(self._expiry) >= self.size:
-                _, old = heapq.heappop(self._heap)
-                self._expiry.pop(old, None)
-            self._expiry[jti] = expires_at
-            heapq.heappush(self._heap, (expires_at, jti))
-            return True
+    claims: Claims
+    body_sha256: str
+    remember_until: float
 
 
 def _number(value: object) -> float | None:
@@ -107,8 +90,10 @@ def _number(value: object) -> float | None:
 class JwtVerifier:
     """Verifies one Heimdall token against one request.
 
-    ``key`` is the shared HS256 secret (non-empty bytes); ``clock`` returns
-    seconds since the epoch (injectable for tests).
+    ``key`` is the shared HS256 secret (non-empty bytes); ``replay_cache`` is
+    where accepted ``jti`` values are remembered (default: an
+    :class:`InMemoryReplayCache` of ``replay_cache_size`` entries, one process
+    only); ``clock`` returns seconds since the epoch (injectable for tests).
     """
 
     def __init__(
@@ -120,6 +105,7 @@ class JwtVerifier:
         max_lifetime_s: float = 300,
         leeway_s: float = 30,
         replay_cache_size: int = 100_000,
+        replay_cache: ReplayCache | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(key, bytes | bytearray):
@@ -128,13 +114,17 @@ class JwtVerifier:
             raise ValueError("key must be non-empty")
         if max_lifetime_s <= 0 or leeway_s < 0:
             raise ValueError("max_lifetime_s must be positive and leeway_s non-negative")
+        if replay_cache is not None and not isinstance(replay_cache, ReplayCache):
+            raise TypeError("replay_cache must have check_and_add() and seen()")
         self._key = bytes(key)
         self.issuer = issuer
         self.audience = audience
         self.max_lifetime_s = max_lifetime_s
         self.leeway_s = leeway_s
         self._clock = clock
-        self.replay_cache = ReplayCache(replay_cache_size)
+        self.replay_cache: ReplayCache = (
+            replay_cache if replay_cache is not None else InMemoryReplayCache(replay_cache_size)
+        )
 
     def __repr__(self) -> str:  # never show the key
         return f"JwtVerifier(issuer={self.issuer!r}, audience={self.audience!r})"
@@ -146,6 +136,14 @@ class JwtVerifier:
         ``Claims.verb`` itself — the app does, after parsing the envelope).
         Raises ``Unauthenticated``.
         """
+        pending = self.check_headers(token, plane=plane)
+        if verb is not None and pending.claims.verb != verb:
+            raise Unauthenticated("token minted for another verb")
+        return self.admit(pending, body)
+
+    def check_headers(self, token: str, *, plane: str) -> PendingToken:
+        """Every check that needs only the token: signature and claims, the plane,
+        and that the ``jti`` has not been used. Raises ``Unauthenticated``."""
         payload = self._decode(token)
         now = self._clock()
         iat, exp = _number(payload["iat"]), _number(payload["exp"])
@@ -170,19 +168,32 @@ class JwtVerifier:
             raise Unauthenticated("token sub must be a non-empty string")
         if not isinstance(jti, str) or not 1 <= len(jti) <= MAX_JTI_CHARS:
             raise Unauthenticated("token jti must be a string of 1..256 characters")
-        claims = self._bifrost_claim(payload, body=body, plane=plane, verb=verb)
-        if not self.replay_cache.check_and_add(jti, exp + self.leeway_s, now):
+        verb, digest, scope = self._bifrost_claim(payload, plane=plane)
+        if self.replay_cache.seen(jti, now):
             raise Unauthenticated("token replayed")
-        return Claims(
+        claims = Claims(
             actor=sub,
-            scope=claims[1],
+            scope=scope,
             plane=plane,
-            verb=claims[0],
+            verb=verb,
             token_id=jti,
             consumer_id=self.audience,
             issued_at=iat,
             expires_at=exp,
         )
+        return PendingToken(claims, digest.lower(), exp + self.leeway_s)
+
+    def admit(self, pending: PendingToken, body: bytes) -> Claims:
+        """The token's claims once ``body`` is the one it was minted for; its
+        ``jti`` is remembered from here on. Raises ``Unauthenticated``."""
+        actual = hashlib.sha256(body).hexdigest()
+        if not hmac.compare_digest(pending.body_sha256.encode("utf-8"), actual.encode("ascii")):
+            raise Unauthenticated("token not minted for this body")
+        if not self.replay_cache.check_and_add(
+            pending.claims.token_id, pending.remember_until, self._clock()
+        ):
+            raise Unauthenticated("token replayed")
+        return pending.claims
 
     def _decode(self, token: object) -> dict[str, Any]:
         if not isinstance(token, str) or not token:
@@ -225,11 +236,15 @@ class JwtVerifier:
             raise Unauthenticated("token malformed") from None
         except jwt.InvalidTokenError:
             raise Unauthenticated("token invalid") from None
+        # PyJWT accepts a list that merely contains the audience; a token minted for
+        # several consumers would be good at each of them, so only the exact id passes.
+        if payload["aud"] != self.audience:
+            raise Unauthenticated("token audience mismatch")
         return payload
 
     def _bifrost_claim(
-        self, payload: dict[str, Any], *, body: bytes, plane: str, verb: str | None
-    ) -> tuple[str, dict[str, str]]:
+        self, payload: dict[str, Any], *, plane: str
+    ) -> tuple[str, str, dict[str, str]]:
         claim = payload["bifrost"]
         if not isinstance(claim, dict):
             raise Unauthenticated("token bifrost claim must be an object")
@@ -238,18 +253,13 @@ class JwtVerifier:
         token_verb = claim.get("verb")
         if not isinstance(token_verb, str) or not token_verb:
             raise Unauthenticated("token bifrost.verb missing")
-        if verb is not None and token_verb != verb:
-            raise Unauthenticated("token minted for another verb")
         digest = claim.get("body_sha256")
         if not isinstance(digest, str):
             raise Unauthenticated("token bifrost.body_sha256 missing")
-        actual = hashlib.sha256(body).hexdigest()
-        if not hmac.compare_digest(digest.lower().encode("utf-8"), actual.encode("ascii")):
-            raise Unauthenticated("token not minted for this body")
         if "scope" not in claim:
             raise Unauthenticated("token bifrost.scope missing")
         try:
             scope = validate_record_scope(claim["scope"], "token scope grant")
         except InvalidArguments:
             raise Unauthenticated("token scope grant malformed") from None
-        return token_verb, scope
+        return token_verb, digest, scope

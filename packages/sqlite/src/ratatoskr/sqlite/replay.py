@@ -1,0 +1,104 @@
+"""The replay cache of a plane, in a small SQLite file beside the plane's database.
+
+A Heimdall token is good once for the whole deployment: every process that
+serves a plane's database file — the workers of one server, the combined
+provider and a standalone plane, the same provider after a restart — must
+refuse a ``jti`` that any of them accepted. Keeping the remembered ``jti``
+values in a file *derived from the plane's file* (:func:`replay_path`) makes
+that automatic: whoever serves the file shares the cache, and no setting can
+point two processes of one deployment at different caches.
+
+Why its own file and not a table in the plane's database: every call writes
+here, and the plane's writer lock and fsync-per-commit (``synchronous=FULL``)
+are for acknowledged data. This file is written with ``synchronous=NORMAL`` in
+WAL mode: a commit reaches the operating system before the call goes on, so a
+process crash (SIGKILL) never forgets an accepted ``jti``; a power cut can
+forget the last moments of them (a replay after a power cut needs a token
+still inside its lifetime — 300 s at most — when the machine is back).
+
+Entries expire at ``exp + leeway`` of their token; each insert deletes at most
+:data:`PRUNE_BATCH` expired rows, so pruning is bounded work per call.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ratatoskr.sqlite.database import Database
+from ratatoskr.sqlite.driver import MEMORY_PATH, ConnectionOptions
+from ratatoskr.sqlite.migrations import Migration
+
+__all__ = ["PRUNE_BATCH", "REPLAY_PLANE", "SqliteReplayCache", "replay_path"]
+
+REPLAY_PLANE = "replay"
+REPLAY_SUFFIX = ".replay"
+PRUNE_BATCH = 64
+_MIGRATIONS = [
+    Migration(
+        1,
+        "remembered jti values",
+        """
+        CREATE TABLE replay_jti (
+            jti TEXT PRIMARY KEY,
+            expires_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX replay_jti_expiry ON replay_jti(expires_at);
+        """,
+    )
+]
+
+
+def replay_path(db_path: str) -> str:
+    """The replay cache file of the plane database at ``db_path`` (beside it; the real
+    path, so a symlink and its target share one cache)."""
+    if db_path == MEMORY_PATH:
+        raise ValueError("an in-memory database has no replay file")
+    return os.path.realpath(db_path) + REPLAY_SUFFIX
+
+
+class SqliteReplayCache:
+    """bifrost's ``ReplayCache`` over one SQLite file, shared by every process that opens it.
+
+    Raises the StorageError types (from ``ratatoskr.sqlite``) when the file cannot
+    be used; the verifier's caller renders them as 500s, never as an acceptance.
+    """
+
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5_000) -> None:
+        self.path = path
+        self._db = Database(
+            path,
+            plane=REPLAY_PLANE,
+            migrations=_MIGRATIONS,
+            options=ConnectionOptions(busy_timeout_ms=busy_timeout_ms, synchronous="NORMAL"),
+        )
+
+    def check_and_add(self, jti: str, expires_at: float, now: float) -> bool:
+        with self._db.write() as conn:
+            conn.execute(
+                "DELETE FROM replay_jti WHERE jti IN"
+                " (SELECT jti FROM replay_jti WHERE expires_at <= ? LIMIT ?)",
+                (now, PRUNE_BATCH),
+            )
+            conn.execute(
+                "INSERT INTO replay_jti (jti, expires_at) VALUES (?, ?)"
+                " ON CONFLICT (jti) DO UPDATE SET expires_at = excluded.expires_at"
+                " WHERE replay_jti.expires_at <= ?",
+                (jti, expires_at, now),
+            )
+            return conn.changes() == 1
+
+    def seen(self, jti: str, now: float) -> bool:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT 1 FROM replay_jti WHERE jti = ? AND expires_at > ?", (jti, now)
+            ).fetchall()
+        return bool(rows)
+
+    def __len__(self) -> int:
+        """Entries held, expired ones not yet pruned included."""
+        with self._db.read() as conn:
+            return int(conn.execute("SELECT count(*) FROM replay_jti").fetchall()[0][0])  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Close the file; idempotent."""
+        self._db.close()
