@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import struct
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_reopen(db_file: str, ctx: DispatchContext) -> None:
     s.close()
     s = open_memory_store(db_file, embedding_dim=DIM)
     assert s.get("a") is not None
-    assert s.database.schema_version() == 1
+    assert s.database.schema_version() == 2
     assert s.search(vec(1), top_k=1)[0]["chunk_id"] == "a"
     s.close()
 
@@ -296,14 +297,25 @@ def test_integer_embeddings_come_back_as_integers(
     assert store.search([1.0, 0, 2, 0, 0, 0, 0, 3], top_k=1)[0]["score"] == pytest.approx(1.0)
 
 
-def test_record_json_is_the_verbatim_record(
+def test_stored_form_is_the_verbatim_record(
     store: RatatoskrMemoryStore, ctx: DispatchContext
 ) -> None:
     rec = chunk("v", 3, nested={"big": 10**25, "f": 0.1})
-    store.upsert_many([rec], idempotency_key="k", ctx=ctx)
+    ints = {"id": "w", "embedding": [1, 2.5, 3, 0, 0, 0, 0, 1], "scope": {}}
+    store.upsert_many([rec, ints], idempotency_key="k", ctx=ctx)
     with store.database.read() as conn:
-        (text,) = conn.execute("SELECT record_json FROM memory_chunks").fetchall()[0]
-    assert json.loads(str(text)) == rec  # INV-001, read with nothing but the standard library
+        rows = conn.execute(
+            "SELECT record_json, embedding_key, embedding_f64 FROM memory_chunks ORDER BY chunk_id"
+        ).fetchall()
+    # INV-001, read back with nothing but the standard library: all floats → the
+    # embedding is little-endian float64 beside the JSON; any int → all in the JSON.
+    (text, key, blob), (int_text, int_key, int_blob) = rows
+    assert (key, len(blob)) == ("embedding", 8 * DIM)  # type: ignore[arg-type]
+    stored = json.loads(str(text))
+    assert "embedding" not in stored
+    assert {**stored, "embedding": list(struct.unpack(f"<{DIM}d", blob))} == rec  # type: ignore[arg-type]
+    assert (int_key, int_blob) == (None, None)
+    assert json.loads(str(int_text)) == ints
 
 
 def test_ttl_expiry_allows_key_reuse(db_file: str, ctx: DispatchContext) -> None:

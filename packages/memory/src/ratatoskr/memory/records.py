@@ -1,14 +1,27 @@
 """How a chunk is stored, and the exact float64 scoring of stored chunks.
 
-``record_json`` is the verbatim record as canonical JSON (INV-001:
-``json.loads(record_json) == record``). Writing and reading it goes through
-bifrost's orjson-backed codec: formatting and parsing the 384 floats of an
-embedding with the standard library were the two slowest steps of a write and
-of a search.
+A chunk is stored in one of two forms (INV-001 holds for both: every read gives
+back an object equal to the record written, with the same JSON types):
+
+- **binary** (every element of the embedding is a JSON float, which is what
+  embedding models send): ``record_json`` is the record *without* its embedding
+  field, ``embedding_f64`` the embedding as little-endian float64 and
+  ``embedding_key`` the field it came from (``embedding`` or ``vector``). A
+  Python float is a float64, so this is lossless: the sign of -0.0, subnormals
+  and ±1e308 come back bit for bit. 384 floats take 3 KB instead of ~7.5 KB of
+  text, and a search that does not return the embedding never parses it.
+- **JSON** (any element is an int — it must come back an int, and a big one may
+  not fit a float64): the whole record sits in ``record_json``, as in schema v1;
+  ``embedding_key`` and ``embedding_f64`` are NULL.
+
+``record_json`` is canonical JSON written and parsed by bifrost's orjson-backed
+codec: formatting and parsing floats with the standard library were the two
+slowest steps of a write and of a search.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,21 +30,74 @@ import numpy.typing as npt
 from bifrost.idempotency import canonical_json, json_loads_exact
 from bifrost.memory.validation import embedding_field
 
+# Little-endian whatever the host, so a file moves between machines unchanged.
+_F64 = np.dtype("<f8")
+
+
+@dataclass(frozen=True)
+class StoredForm:
+    """The columns a record is written as."""
+
+    record_json: str
+    embedding_key: str | None
+    embedding_f64: bytes | None
+
+
+def stored_form(record: dict[str, Any]) -> StoredForm:
+    """How a validated record is written: binary when every embedding element is a
+    float, else the whole record as JSON."""
+    key = embedding_field(record)
+    values = record[key]
+    # ``type(x) is float`` for every element (C-level), not isinstance: a bool is
+    # already refused by validation, and an int must stay an int.
+    if set(map(type, values)) != {float}:
+        return StoredForm(encode(record), None, None)
+    rest = {k: v for k, v in record.items() if k != key}
+    return StoredForm(encode(rest), key, np.asarray(values, dtype=_F64).tobytes())
+
 
 def encode(record: dict[str, Any]) -> str:
-    """``record_json`` of a validated record."""
+    """Canonical JSON of a (validated) record or of its part without the embedding."""
     return canonical_json(record).decode("utf-8")
 
 
-def load(record_json: str) -> dict[str, Any]:
-    """The stored record, equal to the one written."""
+def load_json(record_json: str) -> dict[str, Any]:
+    """``record_json`` parsed exactly (integers beyond 64 bits stay integers)."""
     loaded: dict[str, Any] = json_loads_exact(record_json)
     return loaded
 
 
-def embedding(loaded: dict[str, Any]) -> npt.NDArray[np.float64]:
-    """The embedding of a stored record as float64."""
-    return np.asarray(loaded[embedding_field(loaded)], dtype=np.float64)
+@dataclass(frozen=True)
+class StoredChunk:
+    """One stored row as read: ``rest`` is the parsed ``record_json`` (the whole record
+    in the JSON form, the record without its embedding in the binary form)."""
+
+    rest: dict[str, Any]
+    embedding_key: str | None
+    embedding_f64: bytes | None
+    revision: int
+
+    def record(self) -> dict[str, Any]:
+        """The record as written (keys sorted, as canonical JSON would give them)."""
+        if self.embedding_key is None or self.embedding_f64 is None:
+            return self.rest
+        full = dict(self.rest)
+        # tolist() makes Python floats: exact, -0.0 and subnormals included.
+        full[self.embedding_key] = np.frombuffer(self.embedding_f64, dtype=_F64).tolist()
+        return dict(sorted(full.items()))
+
+    def without_embedding(self) -> dict[str, Any]:
+        """The record without its embedding field, never building the embedding list."""
+        if self.embedding_key is not None:
+            return self.rest
+        key = embedding_field(self.rest)
+        return {k: v for k, v in self.rest.items() if k != key}
+
+    def vector(self) -> npt.NDArray[np.float64]:
+        """The embedding as float64 (a view of the blob in the binary form)."""
+        if self.embedding_f64 is not None:
+            return np.frombuffer(self.embedding_f64, dtype=_F64)
+        return np.asarray(self.rest[embedding_field(self.rest)], dtype=np.float64)
 
 
 def exact_scores(

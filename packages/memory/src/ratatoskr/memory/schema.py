@@ -1,8 +1,10 @@
 """The memory plane's schema: an append-only list of migrations.
 
-- ``memory_chunks``: the verbatim chunk (``record_json``) and the structural
-  columns the store reads (scope, origin, revision); ``seq`` is the change
-  counter value of the write that last touched the row.
+- ``memory_chunks``: the chunk (``record_json``, plus since migration 2 its
+  embedding as float64 in ``embedding_f64`` when every element is a float — see
+  :mod:`ratatoskr.memory.records`) and the structural columns the store reads
+  (scope, origin, revision); ``seq`` is the change counter value of the write
+  that last touched the row.
 - ``memory_vec``: the sqlite-vec index (cosine, fixed dimension), one row per chunk.
 - ``memory_tombstones``: ids deleted at a given ``seq``, so another process's
   in-memory index can catch up incrementally.
@@ -16,15 +18,24 @@ from collections.abc import Callable
 
 import apsw
 
-from ratatoskr.sqlite import IdempotencyLedger, Migration
+from ratatoskr.memory import records
+from ratatoskr.sqlite import IdempotencyLedger, Migration, StorageCorrupt
 
 PLANE = "memory"
 LEDGER = IdempotencyLedger("memory_idempotency")
+# Rows rewritten per statement batch by migration 2: bounds the memory a large
+# file's upgrade holds, not its transaction (the whole upgrade is one).
+_MIGRATE_BATCH = 1000
 
 
 def migrations(embedding_dim: int) -> list[Migration]:
     """The migrations for a store of ``embedding_dim`` (fixed when the file is created)."""
-    return [Migration(1, "chunks, vec index, tombstones, ledger", _create_v1(embedding_dim))]
+    return [
+        Migration(1, "chunks, vec index, tombstones, ledger", _create_v1(embedding_dim)),
+        Migration(
+            2, "embeddings as float64 beside record_json", _binary_embedding_v2(embedding_dim)
+        ),
+    ]
 
 
 def _create_v1(dim: int) -> Callable[[apsw.Connection], None]:
@@ -60,3 +71,48 @@ def _create_v1(dim: int) -> Callable[[apsw.Connection], None]:
         conn.execute(LEDGER.create_sql())
 
     return create
+
+
+def _binary_embedding_v2(dim: int) -> Callable[[apsw.Connection], None]:
+    """Add ``embedding_key`` / ``embedding_f64`` and move every all-float embedding out
+    of ``record_json`` into them, in the migration's transaction (a crash or an
+    error leaves the file at v1, whole)."""
+
+    def migrate(conn: apsw.Connection) -> None:
+        # The checks make a half-written binary form impossible: both columns or
+        # neither, and a blob is exactly ``dim`` float64s.
+        conn.execute(
+            "ALTER TABLE memory_chunks ADD COLUMN embedding_key TEXT"
+            " CHECK (embedding_key IN ('embedding', 'vector'));"
+            "ALTER TABLE memory_chunks ADD COLUMN embedding_f64 BLOB"
+            " CHECK ((embedding_f64 IS NULL) = (embedding_key IS NULL)"
+            f" AND (embedding_f64 IS NULL OR length(embedding_f64) = {8 * int(dim)}));"
+        )
+        last = 0
+        while True:
+            rows = conn.execute(
+                "SELECT rowid, record_json FROM memory_chunks WHERE rowid > ?"
+                " ORDER BY rowid LIMIT ?",
+                (last, _MIGRATE_BATCH),
+            ).fetchall()
+            if not rows:
+                return
+            updates: list[tuple[str, str, bytes, object]] = []
+            for rowid, text in rows:
+                try:
+                    form = records.stored_form(records.load_json(str(text)))
+                except (ValueError, TypeError, KeyError):
+                    # Not a record v1 could have written; the upgrade rolls back whole.
+                    raise StorageCorrupt("memory_chunks holds a record that is not valid") from None
+                if form.embedding_key is not None and form.embedding_f64 is not None:
+                    updates.append(
+                        (form.record_json, form.embedding_key, form.embedding_f64, rowid)
+                    )
+            conn.executemany(
+                "UPDATE memory_chunks SET record_json = ?, embedding_key = ?, embedding_f64 = ?"
+                " WHERE rowid = ?",
+                updates,
+            )
+            last = int(rows[-1][0])  # type: ignore[arg-type]
+
+    return migrate

@@ -9,9 +9,11 @@ Writes run in one ``BEGIN IMMEDIATE`` transaction each: chunk rows, vec0 rows,
 tombstones, the change counter and the idempotency entry commit together or not
 at all. Searches rank on the in-process :class:`VectorIndex`, brought up to the
 database's change counter inside the same read snapshot that then fetches the
-winning records, and near-ties are re-ranked in float64 from the verbatim
-embeddings so ranking and scores match the reference store. Searches share
-the index (a readers-writer lock); bringing it up to date takes it alone.
+winning records, and near-ties are re-ranked in float64 from the stored
+embeddings (the float64 blob, see :mod:`ratatoskr.memory.records`) so ranking
+and scores match the reference store. A search that leaves the embedding out
+of its result never parses or builds it. Searches share the index (a
+readers-writer lock); bringing it up to date takes it alone.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ratatoskr.memory.index import (
     unit_float32,
     unit_float64,
 )
+from ratatoskr.memory.records import StoredChunk
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.memory.schema import LEDGER, PLANE, migrations
 from ratatoskr.sqlite import ConnectionOptions, Database, MetaSetting, StorageUnavailable, codec
@@ -187,7 +190,8 @@ class RatatoskrMemoryStore:
         vec_inserts: list[tuple[Any, ...]] = []
         vec_updates: list[tuple[Any, ...]] = []
         for chunk, unit in zip(chunks, units, strict=True):
-            record_json = records.encode(chunk.record)
+            form = records.stored_form(chunk.record)
+            stored = (form.record_json, form.embedding_key, form.embedding_f64)
             scope_json = codec.dumps(dict(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
@@ -196,17 +200,17 @@ class RatatoskrMemoryStore:
             blob = unit.tobytes()
             if chunk.id in current:
                 updates.append(
-                    (record_json, current[chunk.id] + 1, scope_json, origin_col, seq, now, chunk.id)
+                    (*stored, current[chunk.id] + 1, scope_json, origin_col, seq, now, chunk.id)
                 )
                 vec_updates.append((blob, chunk.id))
             else:
-                inserts.append((chunk.id, record_json, 1, scope_json, origin_col, seq, now))
+                inserts.append((chunk.id, *stored, 1, scope_json, origin_col, seq, now))
                 vec_inserts.append((chunk.id, blob))
         if inserts:
             conn.executemany(
-                "INSERT INTO memory_chunks"
-                " (chunk_id, record_json, revision, scope_json, origin, seq, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memory_chunks (chunk_id, record_json, embedding_key, embedding_f64,"
+                " revision, scope_json, origin, seq, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 inserts,
             )
             conn.executemany(
@@ -217,8 +221,9 @@ class RatatoskrMemoryStore:
             )
         if updates:
             conn.executemany(
-                "UPDATE memory_chunks SET record_json = ?, revision = ?, scope_json = ?,"
-                " origin = ?, seq = ?, updated_at = ? WHERE chunk_id = ?",
+                "UPDATE memory_chunks SET record_json = ?, embedding_key = ?, embedding_f64 = ?,"
+                " revision = ?, scope_json = ?, origin = ?, seq = ?, updated_at = ?"
+                " WHERE chunk_id = ?",
                 updates,
             )
             conn.executemany("UPDATE memory_vec SET embedding = ? WHERE chunk_id = ?", vec_updates)
@@ -249,19 +254,19 @@ class RatatoskrMemoryStore:
     # -- reads -------------------------------------------------------------------------
 
     def get(self, chunk_id: str) -> dict[str, Any] | None:
-        """The verbatim record plus ``revision``, or None. Raises InvalidArguments."""
+        """The record as written plus ``revision``, or None. Raises InvalidArguments."""
         validate_id(chunk_id, "chunk_id")
         with self._db.read() as conn:
             found = self._fetch(conn, [chunk_id])
         hit = found.get(chunk_id)
-        return None if hit is None else {**hit[0], "revision": hit[1]}
+        return None if hit is None else {**hit.record(), "revision": hit.revision}
 
     def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
         """Found records in the order asked, duplicates once. Raises InvalidArguments."""
         wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
         with self._db.read() as conn:
             found = self._fetch(conn, wanted)
-        return [{**found[i][0], "revision": found[i][1]} for i in wanted if i in found]
+        return [{**found[i].record(), "revision": found[i].revision} for i in wanted if i in found]
 
     def search(
         self,
@@ -305,19 +310,19 @@ class RatatoskrMemoryStore:
         else:
             raise StorageUnavailable("the index could not catch up with concurrent writes")
         ids = list(found)
-        raw = {cid: records.embedding(found[cid][0]) for cid in ids}
-        scores = records.exact_scores([raw[cid] for cid in ids], exact_query)
+        scores = records.exact_scores([found[cid].vector() for cid in ids], exact_query)
         ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
-        return [
-            search_row(
-                found[cid][0],
-                cid,
-                -neg,
-                found[cid][1],
-                query.include_embedding,
-            )
-            for neg, cid in ranked
-        ]
+        rows = []
+        for neg, cid in ranked:
+            hit = found[cid]
+            if query.include_embedding:
+                rows.append(search_row(hit.record(), cid, -neg, hit.revision, True))
+            else:
+                # Dropped here, not by search_row: without its embedding the record
+                # may still hold a ``vector`` field (opaque when ``embedding`` was the
+                # embedding), which search_row would then take for the embedding.
+                rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
+        return rows
 
     def _candidates(
         self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery
@@ -371,16 +376,22 @@ class RatatoskrMemoryStore:
         return out
 
     @staticmethod
-    def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], int]]:
-        """Stored records and revisions, by id."""
-        out: dict[str, tuple[dict[str, Any], int]] = {}
+    def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """Stored rows by id; only ``record_json`` is parsed (the small part of a
+        binary-form row), the embedding blob is kept as bytes."""
+        out: dict[str, StoredChunk] = {}
         for part in _chunks(ids):
-            for chunk_id, record_json, revision in conn.execute(
-                "SELECT chunk_id, record_json, revision FROM memory_chunks"
-                f" WHERE chunk_id IN ({_placeholders(len(part))})",
+            for chunk_id, record_json, key, blob, revision in conn.execute(
+                "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision"
+                f" FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(part))})",
                 tuple(part),
             ):
-                out[str(chunk_id)] = (records.load(str(record_json)), int(revision))
+                out[str(chunk_id)] = StoredChunk(
+                    records.load_json(str(record_json)),
+                    None if key is None else str(key),
+                    blob,
+                    int(revision),
+                )
         return out
 
     def _units(self, embeddings: list[list[float]]) -> np.ndarray[Any, Any]:
