@@ -89,6 +89,25 @@ CASES: dict[str, tuple[Callable[[RatatoskrMemoryStore], Any], type[BifrostError]
         InvalidArguments,
     ),
     "zero embedding": (upsert([{**good(), "embedding": [0.0] * DIM}]), InvalidArguments),
+    # One record of each stored form (float64 blob, int embedding kept in JSON) ahead
+    # of the bad one: neither lands.
+    "bad record after good ones of both forms": (
+        upsert(
+            [
+                good(),
+                {**chunk("ints", 6), "embedding": [1, 2] + [0] * (DIM - 2)},
+                {**chunk("bad", 7), "embedding": [5e-324, float("inf")] + [1.0] * (DIM - 2)},
+            ]
+        ),
+        InvalidArguments,
+    ),
+    "overwrite of a stored chunk rolled back by a revision check": (
+        upsert(
+            [{**chunk("a", 9), "embedding": [1, -0.0] + [2.5] * (DIM - 2)}, good()],
+            expected_revisions={"a": 1, "new": 3},
+        ),
+        RevisionMismatch,
+    ),
     "missing scope": (upsert([without("scope")]), InvalidArguments),
     "scope not an object": (upsert([{**good(), "scope": ["tenant"]}]), InvalidArguments),
     "scope axis off the lattice": (

@@ -1,0 +1,176 @@
+"""The stored form of a chunk: every JSON number the wire accepts inside an embedding
+comes back equal and with its JSON type — through ``get``, ``get_many`` and
+``search`` — and a search that drops the embedding scores exactly as one that keeps it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bifrost.context import DispatchContext
+from bifrost.envelope import decode_json
+from bifrost.errors import InvalidArguments
+from bifrost.memory.validation import validate_embedding
+from ratatoskr.memory import RatatoskrMemoryStore, records
+from ratatoskr.memory.index import unit_float64
+from ratatoskr.memory.records import StoredChunk
+
+from .conftest import DIM
+
+
+def exact(value: Any) -> Any:
+    """``value`` with every number tagged by its JSON type and floats by their bits, so
+    ``exact(a) == exact(b)`` fails for 1 vs 1.0 and for 0.0 vs -0.0 (``==`` does not)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, list):
+        return [exact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: exact(v) for k, v in value.items()}
+    raise TypeError(type(value).__name__)
+
+
+def zeros(n: int) -> str:
+    return ", 0.0" * n
+
+
+# JSON text as a client sends it, parsed by the wire's own decoder.
+WIRE_EMBEDDINGS = {
+    "floats": f"[0.1, -0.0, 5e-324, 1e308, -1e308, 2.2250738585072014e-308, {1 / 3!r}, -1.5]",
+    "exponent forms": "[1E2, 1e-2, -2.5E+3, 0e0, -0e0, 1.0, 2.0, 3.0]",
+    "max double and subnormals": f"[1.7976931348623157e308, 4.9e-324, -5e-324{zeros(5)}]",
+    "ints": "[1, 0, 2, -3, 0, 0, 0, 7]",
+    "mixed": "[1, 0.5, -0.0, 2, 5e-324, 0, 1e308, 3]",
+    "big ints": "[100000000000000000000000000000, 9007199254740993, -1, 0, 0, 0, 0, 1]",
+    "int near the double max": "[1" + "0" * 308 + ", -0.0, 0, 0, 0, 0, 0, 1]",
+    "one int among floats": f"[1{zeros(7)}]",
+}
+CASES = sorted(WIRE_EMBEDDINGS)
+
+
+def record(case: str, field: str = "embedding", **extra: Any) -> dict[str, Any]:
+    emb = decode_json(WIRE_EMBEDDINGS[case].encode())
+    return {
+        "id": f"c-{case}",
+        field: emb,
+        "scope": {"tenant": "t"},
+        "content": f"content {case}",
+        "nested": {"big": 10**25, "neg0": -0.0},
+        **extra,
+    }
+
+
+def without(rec: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in rec.items() if k != key}
+
+
+def test_wire_parses_what_the_cases_claim() -> None:
+    types = {c: {type(x) for x in decode_json(WIRE_EMBEDDINGS[c].encode())} for c in CASES}
+    assert types["floats"] == types["exponent forms"] == {float}
+    assert types["ints"] == {int}
+    assert types["mixed"] == types["one int among floats"] == {int, float}
+    assert math.copysign(1.0, decode_json(b"[-0.0]")[0]) == -1.0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_read_returns_the_numbers_with_their_types(
+    store: RatatoskrMemoryStore, ctx: DispatchContext, case: str
+) -> None:
+    rec = record(case)
+    store.upsert_many([rec], idempotency_key="k", ctx=ctx)
+    want = exact({**rec, "revision": 1})
+    assert exact(store.get(rec["id"])) == want
+    assert exact(store.get_many([rec["id"], rec["id"]])) == [want]
+    (row,) = store.search(rec["embedding"], top_k=1)
+    assert exact(row["chunk"]) == exact(rec)
+    (lean,) = store.search(rec["embedding"], top_k=1, include={"embedding": False})
+    assert exact(lean["chunk"]) == exact(without(rec, "embedding"))
+    assert exact(lean["recalled_view"]) == exact(without(rec, "embedding"))
+    # Bit-identical to the score of the embedding parsed from JSON (what schema v1 did).
+    q = unit_float64(validate_embedding(rec["embedding"], DIM))
+    parsed = np.asarray(rec["embedding"], dtype=np.float64)
+    assert row["score"] == lean["score"] == float(records.exact_scores([parsed], q)[0])
+
+
+@pytest.mark.parametrize("case", ["floats", "mixed"])
+def test_the_vector_field_and_an_opaque_vector_beside_an_embedding(
+    store: RatatoskrMemoryStore, ctx: DispatchContext, case: str
+) -> None:
+    under_vector = {**record(case, field="vector"), "id": "v"}
+    both = {**record(case), "id": "b", "vector": [1, 2.5, -0.0]}  # "embedding" wins
+    store.upsert_many([under_vector, both], idempotency_key="k", ctx=ctx)
+    for rec in (under_vector, both):
+        assert exact(store.get(rec["id"])) == exact({**rec, "revision": 1})
+    rows = store.search(under_vector["vector"], top_k=2, include={"embedding": False})
+    chunks = {r["chunk_id"]: r["chunk"] for r in rows}
+    assert exact(chunks["v"]) == exact(without(under_vector, "vector"))
+    assert exact(chunks["b"]) == exact(without(both, "embedding"))  # keeps its "vector"
+    full = {r["chunk_id"]: r["chunk"] for r in store.search(under_vector["vector"], top_k=2)}
+    assert exact(full) == exact({"v": under_vector, "b": both})
+
+
+def test_rewrite_switches_between_the_forms(
+    store: RatatoskrMemoryStore, ctx: DispatchContext
+) -> None:
+    floats, ints = record("floats"), {**record("ints"), "id": "c-floats"}
+    for n, rec in enumerate([floats, ints, floats], start=1):
+        store.upsert_many([rec], idempotency_key=f"k{n}", ctx=ctx)
+        assert exact(store.get("c-floats")) == exact({**rec, "revision": n})
+
+
+def test_a_search_without_embeddings_never_parses_or_builds_one(
+    store: RatatoskrMemoryStore, ctx: DispatchContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recs = [{**record("floats"), "id": f"f{i}"} for i in range(5)]
+    store.upsert_many(recs, idempotency_key="k", ctx=ctx)
+    parsed: list[dict[str, Any]] = []
+
+    def load_json(text: str) -> dict[str, Any]:
+        parsed.append(real_load(text))
+        return parsed[-1]
+
+    def no_full_record(self: StoredChunk) -> dict[str, Any]:
+        raise AssertionError("the embedding list was built")
+
+    real_load = records.load_json
+    monkeypatch.setattr(records, "load_json", load_json)
+    monkeypatch.setattr(StoredChunk, "record", no_full_record)
+    rows = store.search(recs[0]["embedding"], top_k=5, include={"embedding": False})
+    assert len(rows) == len(parsed) == 5
+    assert all("embedding" not in p for p in parsed)
+
+
+# -- the stored form alone, over arbitrary numbers --------------------------------------
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+numbers = st.one_of(finite, st.integers(min_value=-(10**30), max_value=10**30))
+
+
+@given(
+    st.lists(numbers, min_size=DIM, max_size=DIM),
+    st.sampled_from(["embedding", "vector"]),
+)
+def test_stored_form_round_trips_any_valid_embedding(values: list[Any], field: str) -> None:
+    try:
+        validate_embedding(values, DIM)
+    except InvalidArguments:
+        return  # zero or overflowing norm: refused before anything is stored
+    rec = {"id": "x", field: values, "scope": {}, "n": [1, 1.0, -0.0]}
+    form = records.stored_form(rec)
+    binary = all(type(v) is float for v in values)
+    assert (form.embedding_key is not None) == (form.embedding_f64 is not None) == binary
+    stored = StoredChunk(
+        records.load_json(form.record_json), form.embedding_key, form.embedding_f64, 1
+    )
+    assert exact(stored.record()) == exact(rec)
+    assert exact(stored.without_embedding()) == exact(without(rec, field))
+    assert stored.vector().tobytes() == np.asarray(values, dtype=np.float64).tobytes()
