@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bifrost.envelope import MAX_DEPTH, Envelope, parse_envelope
+from bifrost.envelope import MAX_DEPTH, Envelope, _strict_decode, decode_json, parse_envelope
 from bifrost.errors import MalformedEnvelope, UnsupportedWireVersion
 
 
@@ -117,3 +119,66 @@ def test_unsupported_wire_version(version: str) -> None:
 def test_null_idempotency_fields_allowed() -> None:
     e = parse_envelope(raw(env(idempotency_key=None, idempotency_class=None)))
     assert e.idempotency_key is None
+
+
+# -- the orjson fast path agrees with the strict parser ------------------------------
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('ab:"\\\u00e9\U0001f600 '), max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(alphabet=st.sampled_from("ab:é"), max_size=3), children, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@given(_json_values)
+def test_fast_and_strict_decoders_agree(value: Any) -> None:
+    body = json.dumps(value, ensure_ascii=False).encode()
+    strict = _strict_decode(body.decode())
+    got = decode_json(body)
+    assert got == strict
+    assert json.dumps(got) == json.dumps(strict)  # same types (an int stays an int)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a":1,"a":2}',
+        b'{"a":"x:y","a":2}',
+        b'{"a:":1,"a:":1}',
+        b'{"k":{"a":1,"b":2},"k":{"a":1}}',
+        b'{"a":1,"\\u0061":2}',
+        b'{"a":"\\u003a","a":2,"b":":"}',
+        b'{"a":"\\u003A\\u003a","b":1,"b":2}',
+        b'[{"x":1},{"y":2,"y":3}]',
+    ],
+)
+def test_duplicate_keys_refused_whatever_the_colons_and_escapes(body: bytes) -> None:
+    with pytest.raises(MalformedEnvelope, match="duplicate"):
+        decode_json(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"[18446744073709551616]", [18446744073709551616]),
+        (b"[-9223372036854775809, 1.5]", [-9223372036854775809, 1.5]),
+        (b"[9223372036854775808]", [9223372036854775808]),
+        (b'{"t":"12:30","u":"a:b:c"}', {"t": "12:30", "u": "a:b:c"}),
+        (b'{"a":"\\u003a"}', {"a": ":"}),
+    ],
+)
+def test_big_integers_and_colons_stay_exact(body: bytes, expected: Any) -> None:
+    got = decode_json(body)
+    assert got == expected
+    assert [type(x) for x in (got if isinstance(got, list) else got.values())] == [
+        type(x) for x in (expected if isinstance(expected, list) else expected.values())
+    ]

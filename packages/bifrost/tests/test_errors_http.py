@@ -156,6 +156,7 @@ def test_body_never_read_without_a_valid_token(memory_store: SpyMemoryStore) -> 
     app = build_memory_app(
         memory_store, JwtVerifier(KEY), ConsumerRegistration(max_body_bytes=2048)
     )
+
     def chunks() -> Any:
         for _ in range(10):
             yield b" " * 1024

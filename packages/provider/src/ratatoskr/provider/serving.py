@@ -74,6 +74,8 @@ def _config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
         app,
         log_level=settings.log_level,
         lifespan="on",
+        http="httptools",
+        loop="uvloop",
         timeout_graceful_shutdown=30,
         access_log=settings.log_level == "debug",
         **extra,
