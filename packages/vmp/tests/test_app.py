@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -116,6 +117,16 @@ def test_metadata_routes(http: TestClient) -> None:
         response = http.get("/v1/memory/meta/get", params={"target_id": target})
         assert response.status_code == 200
         assert response.json() == {"target_id": target, "metadata": None}
+
+
+def test_metadata_with_an_integer_beyond_64_bits_round_trips(http: TestClient) -> None:
+    big = 2**80 + 1
+    http.post("/v1/memory/upsert_vector", json={"vector": vec(1)})
+    body = b'{"target_id": "rec:0", "metadata": {"n": ' + str(big).encode() + b"}}"
+    assert http.post("/v1/memory/meta/set", content=body).status_code == 200
+    got = http.get("/v1/memory/meta/get", params={"target_id": "rec:0"})
+    assert got.status_code == 200
+    assert json.loads(got.content)["metadata"] == {"n": big}
 
 
 def test_snapshot_routes_round_trip(http: TestClient, tmp_path: Path) -> None:

@@ -12,12 +12,14 @@ empty body (see :mod:`ratatoskr.vmp.auth`).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -63,6 +65,21 @@ def _guarded(handler: Handler) -> Handler:
 
 async def _in_thread(func: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
+
+
+def _rendered(answer: Callable[[], Any]) -> bytes:
+    value = answer()
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # an integer beyond 64 bits in metadata: the standard library keeps it
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def _json_answer(answer: Callable[[], Any]) -> Response:
+    """Run ``answer`` (the store call and the shaping of its result) and render its JSON
+    in a worker thread: neither a slow store nor a large answer stalls the event loop."""
+    content = await anyio.to_thread.run_sync(_rendered, answer)
+    return Response(content, media_type="application/json")
 
 
 async def _read_body(request: Request, limit: int | None) -> bytes:
@@ -131,19 +148,24 @@ def build_vmp_app(
             required=("vector",),
             optional=("attach_to_document_node", "tags", "metadata"),
         )
-        result = await _in_thread(
-            store.upsert_vector,
-            body["vector"],
-            attach_to_document_node=body.get("attach_to_document_node"),
-            tags=body.get("tags"),
-            metadata=body.get("metadata"),
+        return await _json_answer(
+            lambda: store.upsert_vector(
+                body["vector"],
+                attach_to_document_node=body.get("attach_to_document_node"),
+                tags=body.get("tags"),
+                metadata=body.get("metadata"),
+            ).to_json()
         )
-        return JSONResponse(result.to_json())
 
     async def search_vector(request: Request) -> Response:
         body = await _json_object(request, max_body_bytes, required=("query_vector", "k"))
-        hits = await _in_thread(store.search_vector, body["query_vector"], body["k"])
-        return JSONResponse({"results": [hit.to_json() for hit in hits]})
+        return await _json_answer(
+            lambda: {
+                "results": [
+                    hit.to_json() for hit in store.search_vector(body["query_vector"], body["k"])
+                ]
+            }
+        )
 
     async def meta_set(request: Request) -> Response:
         body = await _json_object(request, max_body_bytes, required=("target_id", "metadata"))
@@ -156,8 +178,10 @@ def build_vmp_app(
         values = request.query_params.getlist("target_id")
         if len(values) != 1:
             raise InvalidArgument("exactly one target_id query parameter is required")
-        metadata = await _in_thread(store.get_metadata, values[0])
-        return JSONResponse({"target_id": values[0], "metadata": metadata})
+        target = values[0]
+        return await _json_answer(
+            lambda: {"target_id": target, "metadata": store.get_metadata(target)}
+        )
 
     async def snapshot_download(request: Request) -> Response:
         blob = await _in_thread(store.snapshot)
@@ -169,10 +193,10 @@ def build_vmp_app(
         return JSONResponse({"success": True})
 
     async def proof_state(request: Request) -> Response:
-        return JSONResponse({"final_state_hash": await _in_thread(store.state_hash)})
+        return await _json_answer(lambda: {"final_state_hash": store.state_hash()})
 
     async def health(request: Request) -> Response:
-        return JSONResponse(await _in_thread(store.health))
+        return await _json_answer(store.health)
 
     routes = [
         Route("/v1/memory/upsert_vector", _guarded(upsert_vector), methods=["POST"]),
