@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -182,3 +183,22 @@ def test_big_integers_and_colons_stay_exact(body: bytes, expected: Any) -> None:
     assert [type(x) for x in (got if isinstance(got, list) else got.values())] == [
         type(x) for x in (expected if isinstance(expected, list) else expected.values())
     ]
+
+
+def test_parse_bomb_refused_before_parsing_and_fast() -> None:
+    items = b",".join([b"{}"] * 2_000_000)
+    body = b'{"wire_version":"0.6","call_id":"c","verb":"get","args":{"x":[' + items + b"]}}"
+    start = time.perf_counter()
+    with pytest.raises(MalformedEnvelope, match="more than 100000 JSON objects"):
+        parse_envelope(body)
+    # Milliseconds, not the seconds a full parse took (a wide margin for a noisy machine).
+    assert time.perf_counter() - start < 1.0
+
+
+def test_brackets_inside_strings_are_not_containers() -> None:
+    text = "{[" * 60_000
+    body = raw(env(args={"chunk_id": text, "more": ['"{' * 10]}))
+    assert parse_envelope(body).args["chunk_id"] == text
+    assert parse_envelope(raw(env(args={"x": [[]] * 5})), max_containers=8).args == {"x": [[]] * 5}
+    with pytest.raises(MalformedEnvelope):  # envelope, args, x and its five members: 8
+        parse_envelope(raw(env(args={"x": [[]] * 5})), max_containers=7)

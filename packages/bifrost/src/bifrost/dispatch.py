@@ -10,7 +10,7 @@ from typing import Any
 from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION, Envelope
 from bifrost.errors import Forbidden, InvalidArguments, UnknownVerb
-from bifrost.scope import inside_grant, validate_record_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, inside_grant, validate_record_scope
 
 __all__ = [
     "VerbSpec",
@@ -18,6 +18,7 @@ __all__ = [
     "check_record_scopes",
     "coerce_envelope",
     "handshake_result",
+    "max_scope_any",
     "record_scope_of",
     "require_inside",
     "safe_name",
@@ -103,3 +104,12 @@ def handshake_result(
         "verbs": list(verbs),
         "capabilities": capabilities,
     }
+
+
+def max_scope_any(store: object) -> int:
+    """The ``scope_any`` cap of ``store`` (its ``max_scope_any`` attribute when it has
+    one, else the spec's default): the library applies it before the store is called."""
+    value = getattr(store, "max_scope_any", DEFAULT_MAX_SCOPE_ANY)
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) else DEFAULT_MAX_SCOPE_ANY
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +26,25 @@ import orjson
 
 from bifrost.errors import MalformedEnvelope, UnsupportedWireVersion
 
-__all__ = ["ENVELOPE_KEYS", "MAX_DEPTH", "WIRE_VERSION", "Envelope", "parse_envelope"]
+__all__ = [
+    "DEFAULT_MAX_JSON_CONTAINERS",
+    "ENVELOPE_KEYS",
+    "MAX_DEPTH",
+    "WIRE_VERSION",
+    "Envelope",
+    "parse_envelope",
+]
 
 WIRE_VERSION = "0.6"
 MAX_DEPTH = 64
 MAX_CALL_ID_CHARS = 256
+# Objects and arrays one body may hold. The largest legitimate body (1000 records,
+# each an object with a scope object, an embedding array and some metadata) holds
+# a few thousand; 8 MiB of ``[{},{},…]`` holds 2.8 million, and parsing and
+# checking them cost seconds of CPU and hundreds of MB per request.
+DEFAULT_MAX_JSON_CONTAINERS = 100_000
+# A JSON string, so brackets inside strings are not counted as containers.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 ENVELOPE_KEYS = frozenset(
     {"wire_version", "call_id", "verb", "args", "idempotency_key", "idempotency_class"}
 )
@@ -214,12 +229,25 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def decode_json(body: bytes) -> Any:
+def _check_containers(body: bytes, limit: int) -> None:
+    """At most ``limit`` objects and arrays, judged before parsing: counting the
+    bracket bytes is an upper bound (one C pass); only a body over it pays for the
+    exact count, with its strings cut out."""
+    if body.count(b"{") + body.count(b"[") <= limit:
+        return
+    bare = _JSON_STRING.sub(b"", body)
+    if bare.count(b"{") + bare.count(b"[") > limit:
+        raise MalformedEnvelope(f"body holds more than {limit} JSON objects and arrays")
+
+
+def decode_json(body: bytes, *, max_containers: int = DEFAULT_MAX_JSON_CONTAINERS) -> Any:
     """Strict JSON decode of raw bytes (see the module docstring): orjson when it
     provably agrees with the strict parser (nearly always), else the standard library
-    with hooks (a tenth of the speed)."""
+    with hooks (a tenth of the speed). A body holding more than ``max_containers``
+    objects and arrays is refused before it is parsed."""
     if body.startswith(b"\xef\xbb\xbf"):
         raise MalformedEnvelope("body must be UTF-8 JSON without a byte order mark")
+    _check_containers(body, max_containers)
     fast = _fast_decode(body)
     if fast is not None:
         return fast
@@ -232,7 +260,7 @@ def decode_json(body: bytes) -> Any:
     return value
 
 
-def parse_envelope(body: bytes) -> Envelope:
+def parse_envelope(body: bytes, *, max_containers: int = DEFAULT_MAX_JSON_CONTAINERS) -> Envelope:
     """Raw body bytes → :class:`Envelope`; ``MalformedEnvelope`` /
     ``UnsupportedWireVersion`` on failure."""
-    return Envelope.from_dict(decode_json(body))
+    return Envelope.from_dict(decode_json(body, max_containers=max_containers))

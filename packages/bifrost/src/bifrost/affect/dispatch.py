@@ -27,6 +27,7 @@ from bifrost.dispatch import (
     check_record_scopes,
     coerce_envelope,
     handshake_result,
+    max_scope_any,
     record_scope_of,
     require_inside,
 )
@@ -114,7 +115,9 @@ def dispatch_affect_call(
             page = {**page, "items": [r for r in page["items"] if _visible(r, grant)]}
         return page
     if verb == "list":
-        scope_all, scope_any = validate_scope(args.get("scope_all"), args.get("scope_any"))
+        scope_all, scope_any = validate_scope(
+            args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
+        )
         merged = apply_grant(scope_all, grant)
         result: dict[str, Any] = store.list(
             scope_all=merged,

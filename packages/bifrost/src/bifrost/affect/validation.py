@@ -20,7 +20,7 @@ from bifrost.memory.validation import (
     validate_ids,
     validate_records_common,
 )
-from bifrost.scope import validate_record_scope, validate_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_record_scope, validate_scope
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -140,11 +140,17 @@ def validate_history(
 
 
 def validate_list(
-    scope_all: object, scope_any: object, limit: object, after_key: object, *, max_page: int
+    scope_all: object,
+    scope_any: object,
+    limit: object,
+    after_key: object,
+    *,
+    max_page: int,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
 ) -> ListQuery:
     """``list`` arguments: the scope filter, ``limit`` (default 50, 1…max_page),
     ``after_key`` null or a valid key."""
-    all_, any_ = validate_scope(scope_all, scope_any)
+    all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
     lim = _limit(limit, max_page)
     ak = None if after_key is None else validate_key(after_key, "after_key")
     return ListQuery(all_, any_, lim, ak)

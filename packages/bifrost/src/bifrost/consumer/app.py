@@ -163,7 +163,7 @@ def _pipeline(
 ) -> bytes:
     """Everything after the body is in, in a worker thread; returns the rendered answer."""
     claims = plane.verifier.admit(pending, body)
-    env = parse_envelope(body)
+    env = parse_envelope(body, max_containers=plane.registration.max_json_containers)
     facts.call_id, facts.verb = env.call_id, env.verb
     if env.verb != claims.verb:
         raise Unauthenticated("token minted for another verb")

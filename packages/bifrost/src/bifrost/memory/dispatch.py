@@ -30,6 +30,7 @@ from bifrost.dispatch import (
     check_record_scopes,
     coerce_envelope,
     handshake_result,
+    max_scope_any,
     record_scope_of,
     require_inside,
 )
@@ -89,7 +90,9 @@ def _upsert(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
 
 
 def _search(store: MemoryDataStore, args: dict[str, Any], ctx: DispatchContext) -> Any:
-    scope_all, scope_any = validate_scope(args.get("scope_all"), args.get("scope_any"))
+    scope_all, scope_any = validate_scope(
+        args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
+    )
     merged = apply_grant(scope_all, ctx.scope)
     rows = store.search(
         args["vector"],

@@ -18,7 +18,7 @@ from bifrost.idempotency import (
     ttl_seconds,
     validate_idempotency_key,
 )
-from bifrost.scope import validate_record_scope, validate_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_record_scope, validate_scope
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -262,6 +262,7 @@ def validate_search(
     *,
     embedding_dim: int,
     max_top_k: int,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
 ) -> SearchQuery:
     """Validate a ``search`` call: ``vector`` as an embedding; ``top_k`` an int
     (not bool) in 1…``max_top_k``; the scope filter (:func:`validate_scope`);
@@ -272,7 +273,7 @@ def validate_search(
         raise InvalidArguments("top_k must be an integer")
     if not 1 <= top_k <= max_top_k:
         raise InvalidArguments(f"top_k must be in 1..{max_top_k}")
-    all_, any_ = validate_scope(scope_all, scope_any)
+    all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
     if metadata_filter is not None and metadata_filter != {}:
         raise InvalidArguments("metadata_filter is not supported (no filterable fields)")
     return SearchQuery(vec, top_k, all_, any_, _validate_include(include))

@@ -26,7 +26,7 @@ from bifrost.consumer.testing._ledger import IdempotencyLedger
 from bifrost.context import DispatchContext
 from bifrost.errors import RevisionMismatch
 from bifrost.idempotency import request_digest
-from bifrost.scope import matches_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 
 __all__ = ["InMemoryAffectStore", "rfc3339"]
 
@@ -58,12 +58,14 @@ class InMemoryAffectStore:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_page: int = DEFAULT_MAX_PAGE,
+        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if max_batch < 1 or max_page < 1:
-            raise ValueError("max_batch and max_page must be positive")
+        if max_batch < 1 or max_page < 1 or max_scope_any < 1:
+            raise ValueError("max_batch, max_page and max_scope_any must be positive")
         self.max_batch = max_batch
         self.max_page = max_page
+        self.max_scope_any = max_scope_any
         self._clock = clock
         self._lock = threading.RLock()
         self._keys: dict[str, list[_Rev]] = {}  # oldest first
@@ -168,7 +170,14 @@ class InMemoryAffectStore:
         limit: int | None = None,
         after_key: str | None = None,
     ) -> dict[str, Any]:
-        q = validate_list(scope_all, scope_any, limit, after_key, max_page=self.max_page)
+        q = validate_list(
+            scope_all,
+            scope_any,
+            limit,
+            after_key,
+            max_page=self.max_page,
+            max_scope_any=self.max_scope_any,
+        )
         with self._lock:
             keys = sorted(
                 k

@@ -25,7 +25,7 @@ from bifrost.memory.validation import (
     validate_search,
     validate_upsert,
 )
-from bifrost.scope import matches_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -50,15 +50,17 @@ class InMemoryMemoryStore:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_top_k: int = DEFAULT_MAX_TOP_K,
+        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int):
             raise TypeError("embedding_dim must be an int")
-        if embedding_dim < 1 or max_batch < 1 or max_top_k < 1:
-            raise ValueError("embedding_dim, max_batch and max_top_k must be positive")
+        if embedding_dim < 1 or max_batch < 1 or max_top_k < 1 or max_scope_any < 1:
+            raise ValueError("embedding_dim and every limit must be positive")
         self.embedding_dim = embedding_dim
         self.max_batch = max_batch
         self.max_top_k = max_top_k
+        self.max_scope_any = max_scope_any
         self._clock = clock
         self._lock = threading.RLock()
         self._chunks: dict[str, _Chunk] = {}
@@ -142,6 +144,7 @@ class InMemoryMemoryStore:
             include,
             embedding_dim=self.embedding_dim,
             max_top_k=self.max_top_k,
+            max_scope_any=self.max_scope_any,
         )
         unit = unit_vector(q.vector)
         with self._lock:

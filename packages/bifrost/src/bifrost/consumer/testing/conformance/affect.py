@@ -34,6 +34,7 @@ from bifrost.consumer.testing.conformance._helpers import (
 )
 from bifrost.consumer.testing.conformance.parity import run_parity
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 
 __all__ = ["AffectStoreConformance", "AffectStoreFactory"]
 
@@ -334,6 +335,14 @@ class AffectStoreConformance:
         item = store.list(scope_all={"tenant": "x"})["items"][0]
         assert item["revision"] == 1
         assert "recorded_at" in item
+
+    def test_list_scope_any_capped(self, store: AffectDataStore) -> None:
+        put(store, [rec("a", {"tenant": "t"})], "i")
+        cap = getattr(store, "max_scope_any", DEFAULT_MAX_SCOPE_ANY)
+        members = [{"tenant": f"m{i}"} for i in range(cap - 1)] + [{"tenant": "t"}]
+        assert [r["key"] for r in store.list(scope_any=members)["items"]] == ["a"]
+        with pytest.raises(InvalidArguments, match="scope_any"):
+            store.list(scope_any=[*members, {"tenant": "x"}])
 
     def test_list_paging_stable(self, store: AffectDataStore) -> None:
         put(store, [rec(f"k{i:02}") for i in range(0, 10, 2)], "i")

@@ -25,7 +25,7 @@ from bifrost.consumer.testing.conformance.memory_base import (
 )
 from bifrost.errors import InvalidArguments, InvalidFilter
 from bifrost.memory.protocol import MemoryDataStore
-from bifrost.scope import matches_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 
 ROW_KEYS = {"chunk", "chunk_id", "score", "recalled_view", "revision"}
 
@@ -119,6 +119,14 @@ class MemorySearchTests(MemoryKitBase):
         assert sorted(ids_of(rows)) == ["self", "subject"]
         member = [{"tenant": "t", "end_user": "v"}]
         assert ids_of(store.search(basis(0), top_k=10, scope_any=member)) == ["other"]
+
+    def test_scope_any_capped(self, store: MemoryDataStore) -> None:
+        up(store, [chunk("s", basis(0), {"tenant": "t"})], "k")
+        cap = getattr(store, "max_scope_any", DEFAULT_MAX_SCOPE_ANY)
+        members = [{"tenant": f"m{i}"} for i in range(cap - 1)] + [{"tenant": "t"}]
+        assert ids_of(store.search(basis(0), top_k=5, scope_any=members)) == ["s"]
+        with pytest.raises(InvalidArguments, match="scope_any"):
+            store.search(basis(0), top_k=5, scope_any=[*members, {"tenant": "x"}])
 
     def test_empty(self, store: MemoryDataStore) -> None:
         assert store.search(basis(0), top_k=5) == []
