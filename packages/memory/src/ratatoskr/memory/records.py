@@ -67,15 +67,31 @@ def load_json(record_json: str) -> dict[str, Any]:
     return loaded
 
 
-@dataclass(frozen=True)
 class StoredChunk:
-    """One stored row as read: ``rest`` is the parsed ``record_json`` (the whole record
-    in the JSON form, the record without its embedding in the binary form)."""
+    """One stored row as read. ``rest`` is ``record_json`` parsed (the whole record in
+    the JSON form, the record without its embedding in the binary form), parsed on
+    first use only: a search candidate that does not make the answer is never decoded."""
 
-    rest: dict[str, Any]
-    embedding_key: str | None
-    embedding_f64: bytes | None
-    revision: int
+    __slots__ = ("_rest", "embedding_f64", "embedding_key", "record_json", "revision")
+
+    def __init__(
+        self,
+        record_json: str,
+        embedding_key: str | None,
+        embedding_f64: bytes | None,
+        revision: int,
+    ) -> None:
+        self.record_json = record_json
+        self.embedding_key = embedding_key
+        self.embedding_f64 = embedding_f64
+        self.revision = revision
+        self._rest: dict[str, Any] | None = None
+
+    @property
+    def rest(self) -> dict[str, Any]:
+        if self._rest is None:
+            self._rest = load_json(self.record_json)
+        return self._rest
 
     def record(self) -> dict[str, Any]:
         """The record as written (keys sorted, as canonical JSON would give them)."""

@@ -312,7 +312,7 @@ class RatatoskrMemoryStore:
         ids = list(found)
         scores = records.exact_scores([found[cid].vector() for cid in ids], exact_query)
         ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
-        rows = []
+        rows: list[dict[str, Any]] = []
         for neg, cid in ranked:
             hit = found[cid]
             if query.include_embedding:
@@ -377,8 +377,8 @@ class RatatoskrMemoryStore:
 
     @staticmethod
     def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:
-        """Stored rows by id; only ``record_json`` is parsed (the small part of a
-        binary-form row), the embedding blob is kept as bytes."""
+        """Stored rows by id, undecoded: ``record_json`` is parsed when first used and
+        the embedding blob is kept as bytes."""
         out: dict[str, StoredChunk] = {}
         for part in _chunks(ids):
             for chunk_id, record_json, key, blob, revision in conn.execute(
@@ -387,7 +387,7 @@ class RatatoskrMemoryStore:
                 tuple(part),
             ):
                 out[str(chunk_id)] = StoredChunk(
-                    records.load_json(str(record_json)),
+                    str(record_json),
                     None if key is None else str(key),
                     blob,
                     int(revision),
