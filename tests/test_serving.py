@@ -89,7 +89,8 @@ def test_sequential_keep_alive_calls_are_far_under_the_nagle_delay(server: Serve
 
         def health() -> None:
             body, token = next(it)
-            resp = client.post(url, content=body, headers={"Authorization": f"Bearer {token}"})
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            resp = client.post(url, content=body, headers=headers)
             assert resp.status_code == 200
 
         assert _p50_ms(health) < 20

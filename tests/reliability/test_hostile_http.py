@@ -87,7 +87,7 @@ def post(
     route: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
-    hdrs = dict(headers or {})
+    hdrs = {"content-type": "application/json", **(headers or {})}
     if token is not None:
         hdrs["authorization"] = f"Bearer {token}"
     target = f"{server.base_url}/{plane}{route}" if route else url(server, plane)
@@ -482,6 +482,10 @@ INVALID: dict[str, tuple[bytes, tuple[int, str]]] = {
     ),
     "huge batch (100k records)": (
         _upsert_raw(",".join(["{}"] * 100_000), "huge"),
+        (400, "bifrost.malformed_envelope"),  # over 100k JSON objects: refused unparsed
+    ),
+    "batch over max_batch (1001 records)": (
+        _upsert_raw(",".join(["{}"] * 1001), "over"),
         (400, "memory.invalid_arguments"),
     ),
     "wire_version 0.7": (
@@ -536,10 +540,13 @@ def test_body_limit_is_8_mib_exactly(
     for name, response in (
         ("with Content-Length", post(http, server, over, _signed(over))),
         ("chunked", post(http, server, iter([over[:MIB], over[MIB:]]), _signed(over))),
-        ("before authentication", post(http, server, over, None)),
     ):
         tally.add("json edge case", response)
         assert error_of(response) == (413, "bifrost.payload_too_large"), name
+    # Without a token the body is never read: 401 however large it is.
+    response = post(http, server, over, None)
+    tally.add("json edge case", response)
+    assert error_of(response) == (401, "bifrost.unauthenticated")
     assert admin.get("big-2") is None
 
 

@@ -92,7 +92,7 @@ class Traffic:
         response = self.http.post(
             f"{self.base}/{plane}/bifrost/{route}",
             content=body,
-            headers={"authorization": f"Bearer {token}"},
+            headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
         )
         assert response.status_code == expect, (plane, verb, response.status_code, response.text)
         self._keep(response, tenant_b)
@@ -239,7 +239,7 @@ def run_traffic(base_url: str, storage: list[Path]) -> Seen:
             r = http.post(
                 f"{base_url}/memory/bifrost/memory-call",
                 content=body,
-                headers={"authorization": f"Bearer {token}"},
+                headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
             )
             assert r.status_code == 401
             t._keep(r, tenant_b=False)
@@ -251,16 +251,20 @@ def run_traffic(base_url: str, storage: list[Path]) -> Seen:
             r = http.post(
                 f"{base_url}/memory/bifrost/memory-call",
                 content=body,
-                headers={"authorization": f"Bearer {token}"},
+                headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
             )
             assert r.status_code == expect
             t._keep(r, tenant_b=False)
-        # 413 carrying sentinels
+        # 413 carrying sentinels (a fresh token: a used one is refused before the body)
         huge = (CONTENT + SCOPE).encode() * (9 * 1024 * 1024 // 40)
+        token = mint_token(
+            KEY.encode(), plane="memory", verb="get", body=body, actor=ACTOR, scope=grant
+        )
+        seen.tokens.append(token)
         r = http.post(
             f"{base_url}/memory/bifrost/memory-call",
             content=huge,
-            headers={"authorization": f"Bearer {token}"},
+            headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
         )
         assert r.status_code == 413
         t._keep(r, tenant_b=False)
@@ -642,7 +646,7 @@ def test_a_call_id_cannot_forge_log_lines(
             http.post(
                 f"{in_process_server}/{plane}/bifrost/{plane}-call",
                 content=body,
-                headers={"authorization": f"Bearer {token}"},
+                headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
             )
     lines = [t for t in captured.texts if "FORGED" in t and not t.startswith(("{", "'", "("))]
     assert len(lines) >= 4  # three call lines and one internal-error line

@@ -318,15 +318,23 @@ def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
             )
             assert isinstance(exc_v, VmpError)
             assert (exc_v.status, exc_v.code) == (507, "CAPACITY_EXCEEDED")
-            # Reads keep working; the failed calls left nothing.
+            # Memory and affect reads fail closed while the volume is full: each call must
+            # record its token's jti in the replay file, and a token that cannot be
+            # remembered is never accepted. VMP (no tokens) still reads.
+            for read in (
+                lambda: memory.get_many([r["id"] for r in mem_batch(0)]),
+                lambda: affect.get_many([r["key"] for r in aff_batch(0)]),
+            ):
+                assert outcome(read)[:2] == (500, "bifrost.internal")
+            assert vmp.health()["records"] == acked_v
+            # Room again: reads are back, the failed calls left nothing, and the same
+            # idempotency keys write (a failure is not recorded).
+            (root / "filler").unlink()
+            reserve.unlink()
             assert len(memory.get_many([r["id"] for r in mem_batch(0)])) == 8
             assert memory.get_many([r["id"] for r in mem_batch(acked_m)]) == []
             assert memory.search([1.0] * MEMORY_DIM, top_k=3)
             assert affect.get_many([r["key"] for r in aff_batch(acked_a)]) == []
-            assert vmp.health()["records"] == acked_v
-            # Room again: the same idempotency keys write (a failure is not recorded).
-            (root / "filler").unlink()
-            reserve.unlink()
             assert memory.upsert_many(mem_batch(acked_m), idempotency_key=f"m{acked_m}") == {
                 "upserted": 8,
                 "replayed": False,
@@ -467,8 +475,13 @@ def test_directory_removed_while_serving_fails_writes_instead_of_losing_them(
                 "storage error: database file was removed or replaced while open",
             ),
         }
-        # Reads of what the process still holds open go on.
-        assert len(memory.get_many([r["id"] for r in mem_batch(0)])) == 8
+        # Reads fail too now: every call must record its token's jti in the replay file
+        # beside the (removed) database, and a token that cannot be remembered is never
+        # accepted (it could be replayed).
+        assert outcome(lambda: memory.get_many([r["id"] for r in mem_batch(0)]))[:2] == (
+            500,
+            "bifrost.internal",
+        )
         for c in (memory, affect, vmp):
             c.close()
     assert "type=StorageUnavailable" in "".join(server.output)

@@ -130,7 +130,7 @@ def test_slow_store_does_not_stall_the_loop() -> None:
     def request(verb: str, args: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
         body = envelope_bytes(verb, args)
         token = mint_token(KEY, plane="memory", verb=verb, body=body, actor="a")
-        return body, {"authorization": f"Bearer {token}"}
+        return body, {"authorization": f"Bearer {token}", "content-type": "application/json"}
 
     async def main() -> None:
         transport = httpx.ASGITransport(app=app)

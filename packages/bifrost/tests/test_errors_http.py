@@ -143,7 +143,9 @@ def test_payload_too_large_streamed(memory_store: SpyMemoryStore) -> None:
         # Streamed with a valid token (for another body: the size limit comes first).
         token = Wire(client, "memory").token(b"x", "upsert_many")
         resp = client.post(
-            "/bifrost/memory-call", content=chunks(), headers={"Authorization": f"Bearer {token}"}
+            "/bifrost/memory-call",
+            content=chunks(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )
         assert "content-length" not in {k.lower() for k in resp.request.headers}
         error(resp, 413, "bifrost.payload_too_large")
@@ -267,3 +269,29 @@ def test_handshake(memory_wire: Wire, affect_wire: Wire) -> None:
 
 def test_get_method_not_allowed(memory_wire: Wire) -> None:
     assert memory_wire.client.get("/bifrost/memory-call").status_code == 405
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"],
+)
+def test_only_json_bodies_are_read(memory_wire: Wire, content_type: str | None) -> None:
+    """A page in a browser can POST cross-site without a preflight only as a form or
+    text/plain: such a request never reaches the store, even with a valid token."""
+    body = envelope_bytes("health")
+    headers = {} if content_type is None else {"content-type": content_type}
+    resp = memory_wire.client.post(
+        "/bifrost/memory-call",
+        content=body,
+        headers={"authorization": f"Bearer {memory_wire.token(body, 'health')}", **headers},
+    )
+    out = error(resp, 400, "bifrost.malformed_envelope")
+    assert out["error"]["message"] == "body must be sent as application/json"
+    ok = memory_wire.post_raw(body, memory_wire.token(body, "health"))
+    assert ok.status_code == 200
+    charset = memory_wire.post_raw(
+        body,
+        memory_wire.token(body, "health"),
+        **{"content-type": "application/json; charset=utf-8"},
+    )
+    assert charset.status_code == 200

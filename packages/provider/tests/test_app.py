@@ -81,7 +81,9 @@ def post_with_token(http: TestClient, path: str, token_plane: str, verb: str) ->
     body = build_envelope(verb, {})
     token = mint_token(KEY.encode(), plane=token_plane, verb=verb, body=body, actor="a")
     response: httpx.Response = http.post(
-        path, content=body, headers={"authorization": f"Bearer {token}"}
+        path,
+        content=body,
+        headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
     )
     return response
 

@@ -3,7 +3,8 @@
 
 Request pipeline (the wire spec's "order of work"): the token's signature and
 claims, its plane and whether its ``jti`` was seen are checked from the headers
-(→ 401) before a byte of the body is read, so an unauthenticated or replayed
+(→ 401), and the body must be declared ``application/json`` (→ 400), before a
+byte of the body is read, so an unauthenticated or replayed
 caller never makes the server buffer a body → read the body under the size
 limit (``Content-Length`` and the streamed size, → 413) → in a worker thread
 (``anyio.to_thread``, so neither a slow store nor a large answer stalls the
@@ -127,6 +128,15 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _require_json(request: Request) -> None:
+    """Only ``application/json`` bodies: a web page can send a cross-site POST without
+    a CORS preflight only as a form or ``text/plain``, so this alone keeps a browser
+    that a hostile page drives from reaching a plane on loopback."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        raise MalformedEnvelope("body must be sent as application/json")
+
+
 def _bearer(request: Request) -> str:
     header = request.headers.get("authorization")
     if header is None:
@@ -194,6 +204,7 @@ def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitabl
         code: str | None = None
         try:
             pending = plane.verifier.check_headers(_bearer(request), plane=plane.name)
+            _require_json(request)
             body = await _read_body(request, plane.registration.max_body_bytes)
             content = await anyio.to_thread.run_sync(
                 _pipeline, plane, body, pending, handshake, facts

@@ -75,6 +75,7 @@ def _announce(dev: bool, where: str, base: str) -> None:
             "ratatoskr: development mode - key in var/dev-heimdall.key, databases in var/.\n"
             "  mint a token:  ratatoskr token --dev --plane memory --verb search --body body.json\n"
             f'  then:          curl -H "Authorization: Bearer $TOKEN" '
+            '-H "Content-Type: application/json" '
             f"--data-binary @body.json {base}/memory/bifrost/memory-call",
             flush=True,
         )

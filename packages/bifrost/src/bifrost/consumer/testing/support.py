@@ -130,7 +130,7 @@ class Wire:
     def post_raw(
         self, body: bytes, token: str | None, *, route: str | None = None, **headers: str
     ) -> httpx.Response:
-        hdrs = dict(headers)
+        hdrs = {"content-type": "application/json", **headers}
         if token is not None:
             hdrs["authorization"] = f"Bearer {token}"
         return self.client.post(route or f"/bifrost/{self.plane}-call", content=body, headers=hdrs)
