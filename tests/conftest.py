@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +30,11 @@ class Server:
         return self.proc.wait(timeout)
 
 
-def start_server(args: list[str], env: dict[str, str], cwd: Path) -> Server:
-    """Start `python -m ratatoskr.provider <args>` and wait until it listens."""
+def start_server(
+    args: list[str], env: dict[str, str], cwd: Path, preexec_fn: Callable[[], None] | None = None
+) -> Server:
+    """Start `python -m ratatoskr.provider <args>` and wait until it listens
+    (``preexec_fn`` runs in the child before it starts, e.g. to set limits)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
     full.update(env)
     proc = subprocess.Popen(
@@ -41,6 +44,7 @@ def start_server(args: list[str], env: dict[str, str], cwd: Path) -> Server:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - only resource limits, no threads involved
     )
     assert proc.stdout is not None
     lines: list[str] = []

@@ -9,18 +9,32 @@ and each store's change counter keep them consistent, and the replay cache
 beside each plane file keeps a token single-use across all of them — and
 accepts connections from the shared socket (the kernel spreads them).
 
+Connections are bounded (``shared/spec/bifrost-wire.md`` leaves this to the
+server; uvicorn arms its keep-alive timer only after a response, so a socket
+that sends nothing, or dribbles a request a byte at a time, was held forever):
+:class:`GuardedHttpToolsProtocol` gives every request ``request_timeout_s``
+from its first byte (or from the accept, for a new connection) until its body
+is complete, after which the connection is closed; an idle keep-alive
+connection is closed after ``keep_alive_s``; and at most ``max_connections``
+are open at once (the open-file soft limit is raised to the hard limit at
+start, and the cap kept below it), so idle and slow sockets cannot exhaust the
+file descriptors every plane needs.
+
 A worker that dies (a crash, the OOM killer, SIGKILL) is reported on the
 ``ratatoskr.serve`` logger with its exit status and replaced by a new one; a
 worker that fails before it starts serving (a database that became unusable)
 would fail the same way again, so the server then stops and exits non-zero.
-SIGTERM or SIGINT to the parent stops every worker gracefully: each stops
-accepting, lets in-flight calls finish and closes its databases.
+SIGTERM, SIGINT or SIGHUP (a closed terminal) stops the server gracefully —
+with workers, every one of them: each stops accepting, lets in-flight calls
+finish and closes its databases.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import resource
 import signal
 import socket
 import sys
@@ -30,6 +44,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from uvicorn.config import STARTUP_FAILURE
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess
 
 from ratatoskr.provider.app import build_provider_app
@@ -69,13 +84,97 @@ def configure_logging(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
 
 
+# File descriptors kept free for databases, replay files, logs and threads.
+_FD_RESERVE = 64
+
+
+class ProviderConfig(uvicorn.Config):
+    """uvicorn's configuration plus the connection limits our protocol enforces
+    (a module-level class, so it reaches spawned workers intact)."""
+
+    def __init__(
+        self, app: Any, *, request_timeout_s: float, max_connections: int, **kwargs: Any
+    ) -> None:
+        super().__init__(app, **kwargs)
+        self.request_timeout_s = request_timeout_s
+        self.max_connections = max_connections
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline for receiving each request and a
+    cap on open connections (see the module docstring)."""
+
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self._request_timeout = float(getattr(config, "request_timeout_s", 15.0))
+        self._max_connections = int(getattr(config, "max_connections", 1024))
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self._max_connections:
+            _log.debug("connection refused: %d open", len(self.connections) - 1)
+            transport.close()
+            return
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None:
+            self._arm()  # the first byte of a request on a kept-alive connection
+        super().data_received(data)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self._request_timeout, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            _log.debug("connection closed: request not received within the deadline")
+            self.transport.close()
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft open-file limit to its hard limit; return the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+    if wanted > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (OSError, ValueError):  # pragma: no cover - a container may forbid it
+            pass
+    return soft
+
+
+def connection_cap(settings: Settings, open_files: int) -> int:
+    """The connections one process may hold: the setting, kept below the fd limit."""
+    return max(1, min(settings.max_connections, open_files - _FD_RESERVE))
+
+
 def _config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
-    return uvicorn.Config(
+    return ProviderConfig(
         app,
+        request_timeout_s=settings.request_timeout_s,
+        max_connections=connection_cap(settings, raise_open_file_limit()),
         log_level=settings.log_level,
         lifespan="on",
-        http="httptools",
+        http=GuardedHttpToolsProtocol,
         loop="uvloop",
+        timeout_keep_alive=settings.keep_alive_s,
         timeout_graceful_shutdown=30,
         access_log=settings.log_level == "debug",
         **extra,
@@ -97,9 +196,14 @@ def worker_app(settings: Settings, planes: tuple[Plane, ...]) -> Starlette:
 
 
 class _Supervisor(Multiprocess):
-    """uvicorn's supervisor, reporting each worker death with its exit status."""
+    """uvicorn's supervisor, reporting each worker death with its exit status; SIGHUP
+    stops it gracefully like SIGTERM (uvicorn's default restarts the workers)."""
 
     startup_failed = False
+
+    def handle_hup(self) -> None:
+        _log.info("SIGHUP: stopping gracefully")
+        self.should_exit.set()
 
     def keep_subprocess_alive(self) -> None:
         if not self.should_exit.is_set():
@@ -141,7 +245,13 @@ def serve(
     if settings.workers == 1:
         app = build_provider_app(settings, planes)
         announce()
-        uvicorn.Server(_config(app, settings)).run(sockets=[sock])
+        server = uvicorn.Server(_config(app, settings))
+        # A closed terminal (SIGHUP) stops the server as SIGTERM does, not abruptly.
+        previous = signal.signal(signal.SIGHUP, server.handle_exit)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            signal.signal(signal.SIGHUP, previous)
         return 0
     # Every configuration error is a one-line refusal here, in the parent, and the
     # files are created and migrated once rather than raced by N workers.

@@ -67,6 +67,22 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8765, ge=0, le=65535, description="TCP port to listen on.")
+    request_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        le=3600,
+        description="Longest a request may take to arrive whole (head and body) before its "
+        "connection is closed; also how long a new connection may stay silent.",
+    )
+    keep_alive_s: float = Field(
+        5.0, gt=0, le=3600, description="Idle keep-alive connections are closed after this."
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Open connections per process; more are closed at once (kept below the "
+        "open-file limit, which is raised to its hard limit at start).",
+    )
     workers: int = Field(
         1,
         ge=1,
