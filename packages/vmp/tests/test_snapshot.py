@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import random
 import struct
+import tracemalloc
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ratatoskr.vmp import CapacityExceeded, InvalidArgument, VmpStore, open_vmp_store
-from ratatoskr.vmp.snapshot import MAGIC, decode_snapshot, encode_snapshot
+from ratatoskr.vmp import store as store_module
+from ratatoskr.vmp.canonical import MAX_JSON_BYTES
+from ratatoskr.vmp.snapshot import (
+    MAGIC,
+    EdgeRow,
+    NodeRow,
+    RecordRow,
+    VmpState,
+    decode_snapshot,
+    encode_snapshot,
+)
 
 from .conftest import DIM, vec
 
@@ -169,3 +183,167 @@ def test_restore_of_an_empty_snapshot_empties_the_store(store: VmpStore) -> None
     assert store.state_hash() == digest
     assert store.search_vector(vec(1), 5) == []
     assert store.upsert_vector(vec(1)).record_id == 0
+
+
+# -- restoring from a file ---------------------------------------------------------------
+
+
+def test_restore_from_a_path_or_a_file_at_an_offset(
+    store: VmpStore, blob: bytes, tmp_path: Path
+) -> None:
+    with open_vmp_store(":memory:", dim=DIM) as source:
+        populate(source)
+        digest = source.state_hash()
+    path = tmp_path / "snap.bin"
+    path.write_bytes(blob)
+    store.restore_from_file(path)
+    assert store.state_hash() == digest
+    store.upsert_vector(vec(5))
+    store.restore_from_file(str(path))
+    assert store.snapshot() == blob
+    store.upsert_vector(vec(5))
+    # From the file's position to its end: a snapshot may follow other bytes.
+    with open(tmp_path / "framed.bin", "w+b") as framed:
+        framed.write(b"prefix" + blob)
+        framed.seek(6)
+        store.restore_from_file(framed)
+    assert store.snapshot() == blob
+
+
+def test_restore_from_unusable_files_is_refused(store: VmpStore, tmp_path: Path) -> None:
+    store.upsert_vector(vec(77))
+    before = store.state_hash()
+
+    class Pipe(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return False
+
+    for bad in (tmp_path / "missing.bin", io.StringIO("text"), Pipe()):
+        with pytest.raises(InvalidArgument):
+            store.restore_from_file(bad)  # type: ignore[arg-type]
+    assert store.state_hash() == before
+
+
+def big_blob(records: int, *, dim: int = DIM, pad: int = 0) -> bytes:
+    """A valid snapshot built directly (faster than upserting): one document per record,
+    each record with ``pad`` characters of metadata."""
+    rows = [
+        RecordRow(
+            i, struct.pack(f"<{dim}i", *range(i, i + dim)), None, f'{{"i":{i},"p":"{"p" * pad}"}}'
+        )
+        for i in range(records)
+    ]
+    nodes = [NodeRow(n, n % 2, None if n % 2 == 0 else n // 2, None) for n in range(2 * records)]
+    edges = [EdgeRow(2 * i, 2 * i + 1, 1) for i in range(records)]
+    return encode_snapshot(VmpState(dim, records, 2 * records, rows, nodes, edges))
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["another valid snapshot", "a flipped byte late in the body", "truncated", "extended"],
+)
+def test_a_file_changed_between_check_and_write_is_rolled_back(
+    store: VmpStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """The write pass reads the file again inside the transaction: if it is not the bytes
+    the checking pass saw, the restore fails there and nothing of it stays."""
+    populate(store)
+    before, records = store.state_hash(), store.record_count()
+    blob = big_blob(3000)
+    path = tmp_path / "snap.bin"
+    path.write_bytes(blob)
+    real = store_module.open_snapshot
+
+    def tamper(file: Any, **kwargs: Any) -> Any:
+        if change == "another valid snapshot":
+            replacement = big_blob(2999)
+        elif change == "a flipped byte late in the body":
+            at = len(blob) - 32 - 9 * 3000 - 50  # in the last nodes: rows already inserted
+            replacement = blob[:at] + bytes([blob[at] ^ 0x40]) + blob[at + 1 :]
+        elif change == "truncated":
+            replacement = blob[: len(blob) // 2]
+        else:
+            replacement = blob + b"\x00"
+        here = file.tell()
+        file.truncate(0)
+        file.seek(0)
+        file.write(replacement)
+        file.flush()
+        file.seek(here)
+        return real(file, **kwargs)
+
+    monkeypatch.setattr(store_module, "open_snapshot", tamper)
+    with open(path, "r+b") as file, pytest.raises(InvalidArgument):
+        store.restore_from_file(file)
+    assert (store.state_hash(), store.record_count()) == (before, records)
+    assert store.search_vector(vec(1), 1)[0].record_id == 0
+
+
+def traced_peak_of_restore(store: VmpStore, snapshot: bytes | Path) -> int:
+    """The most Python memory a restore held at once (tracemalloc sees every Python
+    allocation; SQLite's page cache is its own, bounded apart)."""
+    tracemalloc.start()
+    try:
+        if isinstance(snapshot, Path):
+            store.restore_from_file(snapshot)
+        else:
+            store.restore(snapshot)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.slow
+def test_restore_from_a_file_holds_a_batch_not_the_snapshot(tmp_path: Path) -> None:
+    peaks, sizes = [], []
+    for records in (3000, 9000):  # 2 KiB of metadata each: 6.4 MB and 19 MB
+        path = tmp_path / f"snap{records}.bin"
+        path.write_bytes(big_blob(records, pad=2048))
+        sizes.append(path.stat().st_size)
+        with open_vmp_store(str(tmp_path / f"{records}.db"), dim=DIM, max_records=records) as s:
+            peaks.append(traced_peak_of_restore(s, path))
+            assert s.record_count() == records
+    # A 1 MiB read buffer (and its refill) and a batch of at most 1 MiB of fields,
+    # whatever the size; only the two bytes per node grow (24,000 here).
+    assert max(peaks) < 5_000_000, peaks
+    assert peaks[1] - peaks[0] < 256_000, (peaks, sizes)
+
+
+def test_restore_of_bytes_does_not_copy_them() -> None:
+    blob = big_blob(6000, pad=2048)
+    with open_vmp_store(":memory:", dim=DIM, max_records=6000) as s:
+        peak = traced_peak_of_restore(s, blob)
+    assert peak < len(blob) / 2, (peak, len(blob))
+
+
+# -- the size of one JSON field ------------------------------------------------------------
+
+
+def test_a_stored_json_field_is_at_most_16_mib(store: VmpStore) -> None:
+    most = "x" * (MAX_JSON_BYTES - 2)  # its canonical text has two quotes more
+    result = store.upsert_vector(vec(1), metadata=most)
+    for too_big in ("x" * (MAX_JSON_BYTES - 1), "é" * (MAX_JSON_BYTES // 2)):
+        with pytest.raises(InvalidArgument, match="exceeds"):
+            store.upsert_vector(vec(2), metadata=too_big)
+        with pytest.raises(InvalidArgument, match="exceeds"):
+            store.set_metadata(result.memory_id, too_big)
+    with pytest.raises(InvalidArgument, match="exceeds"):
+        store.upsert_vector(vec(2), tags=["x" * MAX_JSON_BYTES])
+    assert store.record_count() == 1
+    # The largest field there can be round-trips through a snapshot.
+    blob = store.snapshot()
+    with open_vmp_store(":memory:", dim=DIM) as other:
+        other.restore(blob)
+        assert other.get_metadata("rec:0") == most
+
+
+def test_a_snapshot_field_above_16_mib_is_refused(store: VmpStore) -> None:
+    text = '"' + "x" * (MAX_JSON_BYTES - 1) + '"'
+    rows = [RecordRow(0, bytes(4 * DIM), None, text)]
+    nodes = [NodeRow(0, 0, None, None), NodeRow(1, 1, 0, None)]
+    bad = encode_snapshot(VmpState(DIM, 1, 2, rows, nodes, [EdgeRow(0, 1, 1)]))
+    store.upsert_vector(vec(77))
+    assert_refused(store, bad)

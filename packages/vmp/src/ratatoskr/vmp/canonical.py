@@ -16,6 +16,10 @@ from typing import Any
 from ratatoskr.vmp.errors import InvalidArgument
 
 MAX_DEPTH = 64
+# The largest canonical JSON text the store keeps in one field (a record's tags or
+# metadata, a node's metadata). A snapshot decoder reads a field whole, so this, not
+# the snapshot size, bounds what one field can make it hold in memory.
+MAX_JSON_BYTES = 16 * 1024 * 1024
 
 
 def _reject_constant(name: str) -> Any:
@@ -99,6 +103,12 @@ def _check_text(text: str) -> None:
 def canonical_json(value: Any) -> str:
     """The canonical text of a plain JSON value; raises InvalidArgument for anything else."""
     check_json_value(value)
+    return dumps_checked(value)
+
+
+def dumps_checked(value: Any) -> str:
+    """The canonical text of a value :func:`strict_loads` returned (so already checked:
+    this skips the second walk over it that :func:`canonical_json` would make)."""
     return json.dumps(
         value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
     )

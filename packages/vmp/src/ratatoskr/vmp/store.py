@@ -11,13 +11,14 @@ reloads everything when a restore changed the epoch.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import IO, Any, Self
 
 import apsw
 import numpy as np
@@ -30,7 +31,7 @@ from ratatoskr.sqlite import (
     StorageFull,
     codec,
 )
-from ratatoskr.vmp.canonical import canonical_json
+from ratatoskr.vmp.canonical import MAX_JSON_BYTES, canonical_json
 from ratatoskr.vmp.errors import (
     CapacityExceeded,
     InternalError,
@@ -51,9 +52,11 @@ from ratatoskr.vmp.snapshot import (
     EdgeRow,
     NodeRow,
     RecordRow,
+    SnapshotCounts,
     VmpState,
-    decode_snapshot,
+    check_snapshot,
     encode_snapshot,
+    open_snapshot,
     state_hash,
 )
 
@@ -151,6 +154,17 @@ class VmpStore:
         with _storage_errors(), self._db.read() as conn:
             self._view(conn)  # load the vectors now rather than on the first search
 
+    @property
+    def directory(self) -> str | None:
+        """The directory of the database file; None for a store in memory.
+
+        Where the app spools an upload: on the volume the restored data goes to,
+        not in a temporary directory that may live in RAM (tmpfs).
+        """
+        if self._db.is_memory:
+            return None
+        return os.path.dirname(os.path.abspath(self._db.path))
+
     # -- context management -------------------------------------------------
 
     def close(self) -> None:
@@ -189,7 +203,7 @@ class VmpStore:
         fixed = to_fixed_vector(vector, self.dim)
         document = _check_u32(attach_to_document_node, "attach_to_document_node")
         tags_json = _tags_json(tags)
-        metadata_json = None if metadata is None else canonical_json(metadata)
+        metadata_json = _field_json(metadata, "metadata")
         blob = np.asarray(fixed, dtype="<i4").tobytes()
         with _storage_errors(), self._db.write() as conn:
             next_record, next_node, epoch = _counters(conn)
@@ -236,7 +250,7 @@ class VmpStore:
         target = parse_target(target_id)
         if target is None:
             raise InvalidArgument('target_id must be "rec:<id>" or "node:<id>"')
-        text = None if metadata is None else canonical_json(metadata)
+        text = _field_json(metadata, "metadata")
         kind, number = target
         table, column = ("vmp_records", "record_id") if kind == "rec" else ("vmp_nodes", "node_id")
         with _storage_errors(), self._db.write() as conn:
@@ -247,37 +261,85 @@ class VmpStore:
     def restore(self, blob: bytes) -> None:
         """Replace the whole state by the snapshot ``blob``, atomically.
 
-        The blob is validated completely first. Raises InvalidArgument (corrupt,
-        truncated, foreign, other dim), CapacityExceeded (more records than
-        ``max_records``); on any error the current state is untouched.
+        The same as :meth:`restore_from_file` over the blob. Raises InvalidArgument
+        (corrupt, truncated, foreign, other dim), CapacityExceeded (more records
+        than ``max_records``, or a full disk); on any error the current state is
+        untouched.
         """
         if not isinstance(blob, bytes | bytearray | memoryview):
             raise InvalidArgument("a snapshot is a byte string")
-        state = decode_snapshot(bytes(blob), dim=self.dim)
-        if len(state.records) > self.max_records:
+        # BytesIO over bytes shares the buffer: the blob is not copied.
+        self._restore(io.BytesIO(blob))
+
+    def restore_from_file(self, file: str | os.PathLike[str] | IO[bytes]) -> None:
+        """Replace the whole state by the snapshot in ``file``, atomically.
+
+        ``file`` is a path or a seekable binary file, read from its current position
+        to its end. Memory stays bounded by a batch of records' fields (plus two
+        bytes per node), whatever the snapshot's size: a first pass checks the
+        checksum, a second every record, node and edge without keeping them, and
+        only then one write transaction replaces every table while a third pass
+        reads the rows again — refusing, and so rolling back, unless they are the
+        bytes the second pass checked (same checksum): a file changed in between
+        is refused too. Raises InvalidArgument
+        (corrupt, truncated, foreign, other dim, unreadable file), CapacityExceeded
+        (more than ``max_records`` records, or a full disk); on any error the
+        current state is untouched.
+        """
+        if isinstance(file, str | os.PathLike):
+            try:
+                opened = open(file, "rb")  # noqa: SIM115 (closed below, errors mapped)
+            except OSError as exc:
+                raise InvalidArgument("snapshot file cannot be opened") from exc
+            with opened:
+                self._restore(opened)
+            return
+        if _is_text(file) or not file.seekable():
+            raise InvalidArgument("a snapshot is read from a seekable binary file")
+        self._restore(file)
+
+    def _restore(self, file: IO[bytes]) -> None:
+        try:
+            start = file.tell()
+            counts = check_snapshot(file, dim=self.dim)
+            self._check_capacity(counts)
+            file.seek(start)
+            with _storage_errors(), self._db.write() as conn:
+                body = open_snapshot(
+                    file, dim=self.dim, verify_checksum=False, checked=counts.checksum
+                )
+                self._check_capacity(body.counts)
+                conn.execute(
+                    "DELETE FROM vmp_edges; DELETE FROM vmp_nodes; DELETE FROM vmp_records;"
+                )
+                conn.executemany(
+                    "INSERT INTO vmp_records (record_id, vector, tags, metadata)"
+                    " VALUES (?, ?, ?, ?)",
+                    body.records(),
+                )
+                conn.executemany(
+                    "INSERT INTO vmp_nodes (node_id, kind, record_id, metadata)"
+                    " VALUES (?, ?, ?, ?)",
+                    body.nodes(),
+                )
+                conn.executemany(
+                    "INSERT INTO vmp_edges (src, dst, kind) VALUES (?, ?, ?)", body.edges()
+                )
+                body.finish()
+                conn.execute(
+                    "UPDATE vmp_state SET next_record_id = ?, next_node_id = ?, epoch = epoch + 1"
+                    " WHERE id = 0",
+                    (body.counts.next_record_id, body.counts.next_node_id),
+                )
+        except OSError as exc:
+            raise InternalError(f"snapshot file could not be read ({type(exc).__name__})") from exc
+        self._index.invalidate()
+
+    def _check_capacity(self, counts: SnapshotCounts) -> None:
+        if counts.records > self.max_records:
             raise CapacityExceeded(
                 f"the snapshot holds more than this store's maximum of {self.max_records} records"
             )
-        with _storage_errors(), self._db.write() as conn:
-            conn.execute("DELETE FROM vmp_edges; DELETE FROM vmp_nodes; DELETE FROM vmp_records;")
-            conn.executemany(
-                "INSERT INTO vmp_records (record_id, vector, tags, metadata) VALUES (?, ?, ?, ?)",
-                ((r.record_id, r.vector, r.tags, r.metadata) for r in state.records),
-            )
-            conn.executemany(
-                "INSERT INTO vmp_nodes (node_id, kind, record_id, metadata) VALUES (?, ?, ?, ?)",
-                ((n.node_id, n.kind, n.record_id, n.metadata) for n in state.nodes),
-            )
-            conn.executemany(
-                "INSERT INTO vmp_edges (src, dst, kind) VALUES (?, ?, ?)",
-                ((e.src, e.dst, e.kind) for e in state.edges),
-            )
-            conn.execute(
-                "UPDATE vmp_state SET next_record_id = ?, next_node_id = ?, epoch = epoch + 1"
-                " WHERE id = 0",
-                (state.next_record_id, state.next_node_id),
-            )
-        self._index.invalidate()
 
     # -- reads ----------------------------------------------------------------
 
@@ -406,7 +468,26 @@ def _tags_json(tags: object) -> str | None:
         return None
     if not isinstance(tags, list | tuple) or not all(isinstance(tag, str) for tag in tags):
         raise InvalidArgument("tags must be an array of strings")
-    return canonical_json(list(tags))
+    return _field_json(list(tags), "tags")
+
+
+def _is_text(file: object) -> bool:
+    return isinstance(file, io.TextIOBase)
+
+
+def _field_json(value: Any, what: str) -> str | None:
+    """The canonical text of a stored JSON field, at most MAX_JSON_BYTES of UTF-8.
+
+    The bound is what lets a snapshot decoder read a field whole with bounded memory;
+    over HTTP no field comes near it (request bodies are smaller).
+    """
+    if value is None:
+        return None
+    text = canonical_json(value)
+    # A character is at most 4 bytes of UTF-8: most texts need no encoding to tell.
+    if len(text) * 4 > MAX_JSON_BYTES and len(text.encode("utf-8")) > MAX_JSON_BYTES:
+        raise InvalidArgument(f"{what} exceeds {MAX_JSON_BYTES} bytes as canonical JSON")
+    return text
 
 
 def open_vmp_store(
