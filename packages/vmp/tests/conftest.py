@@ -16,6 +16,9 @@ from ratatoskr.vmp import VmpStore, build_vmp_app, open_vmp_store
 DIM = 4
 API_KEY = "test-key-0123456789"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
+# What a raw body must be sent as (``json=`` sets the first by itself).
+JSON_BODY = {"Content-Type": "application/json"}
+SNAPSHOT_BODY = {"Content-Type": "application/octet-stream"}
 
 
 @pytest.fixture(params=["memory", "file"])

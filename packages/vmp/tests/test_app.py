@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
 from ratatoskr.vmp.fixedpoint import squared_l2, to_fixed_vector
 
-from .conftest import API_KEY, AUTH, DIM, vec
+from .conftest import API_KEY, AUTH, DIM, JSON_BODY, SNAPSHOT_BODY, vec
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_metadata_with_an_integer_beyond_64_bits_round_trips(http: TestClient) -
     big = 2**80 + 1
     http.post("/v1/memory/upsert_vector", json={"vector": vec(1)})
     body = b'{"target_id": "rec:0", "metadata": {"n": ' + str(big).encode() + b"}}"
-    assert http.post("/v1/memory/meta/set", content=body).status_code == 200
+    assert http.post("/v1/memory/meta/set", content=body, headers=JSON_BODY).status_code == 200
     got = http.get("/v1/memory/meta/get", params={"target_id": "rec:0"})
     assert got.status_code == 200
     assert json.loads(got.content)["metadata"] == {"n": big}
@@ -139,9 +139,7 @@ def test_snapshot_routes_round_trip(http: TestClient, tmp_path: Path) -> None:
     blob = download.content
     http.post("/v1/memory/upsert_vector", json={"vector": vec(9)})
     assert state(http) != digest
-    upload = http.post(
-        "/v1/snapshot/upload", content=blob, headers={"Content-Type": "application/octet-stream"}
-    )
+    upload = http.post("/v1/snapshot/upload", content=blob, headers=SNAPSHOT_BODY)
     assert upload.status_code == 200
     assert state(http) == digest
     assert http.get("/v1/snapshot/download").content == blob
@@ -152,7 +150,8 @@ def test_snapshot_routes_round_trip(http: TestClient, tmp_path: Path) -> None:
         with TestClient(
             build_vmp_app(other, api_key="other"), headers={"Authorization": "Bearer other"}
         ) as client:
-            assert client.post("/v1/snapshot/upload", content=blob).status_code == 200
+            upload = client.post("/v1/snapshot/upload", content=blob, headers=SNAPSHOT_BODY)
+            assert upload.status_code == 200
             assert state(client) == digest
 
 
@@ -213,12 +212,14 @@ def test_extreme_values_are_accepted(http: TestClient) -> None:
 def test_non_finite_literals(http: TestClient, literal: str) -> None:
     before = state(http)
     raw = '{"vector": [0, 0, 0, ' + literal + "]}"
-    response = http.post("/v1/memory/upsert_vector", content=raw)
+    response = http.post("/v1/memory/upsert_vector", content=raw, headers=JSON_BODY)
     assert_error(response, 400, "INVALID_ARGUMENT")
     raw_meta = '{"vector": [0, 0, 0, 0], "metadata": {"x": ' + literal + "}}"
-    assert_error(http.post("/v1/memory/upsert_vector", content=raw_meta), 400, "INVALID_ARGUMENT")
+    response = http.post("/v1/memory/upsert_vector", content=raw_meta, headers=JSON_BODY)
+    assert_error(response, 400, "INVALID_ARGUMENT")
     raw_search = '{"query_vector": [0, 0, 0, ' + literal + '], "k": 1}'
-    assert_error(http.post("/v1/memory/search_vector", content=raw_search), 400, "INVALID_ARGUMENT")
+    response = http.post("/v1/memory/search_vector", content=raw_search, headers=JSON_BODY)
+    assert_error(response, 400, "INVALID_ARGUMENT")
     assert state(http) == before
 
 
@@ -260,7 +261,7 @@ def test_k_limits_are_inclusive(http: TestClient, k: int) -> None:
 )
 def test_malformed_upsert_bodies(http: TestClient, raw: bytes) -> None:
     before = state(http)
-    response = http.post("/v1/memory/upsert_vector", content=raw)
+    response = http.post("/v1/memory/upsert_vector", content=raw, headers=JSON_BODY)
     assert_error(response, 400, "INVALID_ARGUMENT")
     assert state(http) == before
 
@@ -356,7 +357,8 @@ def test_bad_snapshot_upload_is_400_and_changes_nothing(http: TestClient) -> Non
     flipped = bytearray(blob)
     flipped[len(blob) // 2] ^= 0x10
     for bad in (b"", b"garbage", blob[:-1], bytes(flipped)):
-        assert_error(http.post("/v1/snapshot/upload", content=bad), 400, "INVALID_ARGUMENT")
+        response = http.post("/v1/snapshot/upload", content=bad, headers=SNAPSHOT_BODY)
+        assert_error(response, 400, "INVALID_ARGUMENT")
     assert state(http) == before
 
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import math
+import struct
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -15,8 +19,10 @@ from ratatoskr.vmp import (
     DimMismatch,
     InvalidArgument,
     NotFound,
+    PayloadTooLarge,
     Unauthenticated,
     Unavailable,
+    UnsupportedMediaType,
     VmpError,
     VmpStore,
     build_vmp_app,
@@ -25,6 +31,7 @@ from ratatoskr.vmp import (
 from ratatoskr.vmp.chunking import chunk_text
 from ratatoskr.vmp.client import VmpClient
 from ratatoskr.vmp.errors import error_from_wire
+from ratatoskr.vmp.snapshot import MAGIC
 
 from .conftest import API_KEY, DIM, AppTransport, vec
 
@@ -218,3 +225,116 @@ def test_chunking() -> None:
     assert " ".join(chunks) == text
     with pytest.raises(ValueError, match="max_chars"):
         chunk_text("a", max_chars=0)
+
+
+def test_every_call_sends_the_content_type_of_its_route() -> None:
+    seen: list[tuple[str, str, str | None]] = []
+    answers: dict[str, object] = {
+        "/v1/memory/upsert_vector": {
+            "memory_id": "rec:0",
+            "record_id": 0,
+            "document_node_id": 0,
+            "chunk_node_id": 1,
+        },
+        "/v1/memory/search_vector": {"results": []},
+        "/v1/memory/meta/set": {"success": True},
+        "/v1/memory/meta/get": {"target_id": "rec:0", "metadata": None},
+        "/v1/snapshot/upload": {"success": True},
+        "/v1/proof/state": {"final_state_hash": "0" * 64},
+        "/health": {"status": "ok", "dim": DIM, "records": 0},
+    }
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path, request.headers.get("content-type")))
+        if request.url.path == "/v1/snapshot/download":
+            return httpx.Response(200, content=b"blob")
+        return httpx.Response(200, json=answers[request.url.path])
+
+    with VmpClient("http://vmp.test", API_KEY, transport=httpx.MockTransport(record)) as c:
+        c.upsert_vector(vec(1))
+        c.search_vector(vec(1), 1)
+        c.upsert_text("some text", embed=toy_embed)
+        c.search_text("a query", embed=toy_embed)
+        c.set_metadata("rec:0", {"a": 1})
+        c.get_metadata("rec:0")
+        c.snapshot()
+        c.snapshot_to(io.BytesIO())
+        c.restore(b"blob")
+        c.restore(io.BytesIO(b"blob"))
+        c.state_hash()
+        c.health()
+    for method, path, content_type in seen:
+        if method == "GET":
+            assert content_type is None, path
+        elif path == "/v1/snapshot/upload":
+            assert content_type == "application/octet-stream"
+        else:
+            assert content_type == "application/json", path
+    assert {path for _, path, _ in seen} == {*answers, "/v1/snapshot/download"}
+
+
+def test_restore_streams_a_file_and_snapshot_to_writes_one(
+    client: VmpClient, store: VmpStore, tmp_path: Path
+) -> None:
+    for seed in range(5):
+        client.upsert_vector(vec(seed), metadata={"seed": seed})
+    digest = client.state_hash()
+    path = tmp_path / "snap.bin"
+    with open(path, "wb") as out:
+        size = client.snapshot_to(out)
+    assert path.read_bytes() == store.snapshot() and size == path.stat().st_size
+    client.upsert_vector(vec(9))
+    with open(path, "rb") as snapshot:
+        client.restore(snapshot)
+    assert client.state_hash() == digest
+    # Not seekable: sent chunked, without a Content-Length.
+    client.upsert_vector(vec(9))
+    with open(path, "rb", buffering=0) as raw:
+        client.restore(io.BufferedReader(Unseekable(raw)))
+    assert client.state_hash() == digest
+
+
+class Unseekable(io.RawIOBase):
+    def __init__(self, inner: io.RawIOBase) -> None:
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readinto(self, buffer: Any) -> int | None:
+        return self._inner.readinto(buffer)
+
+
+def test_upload_refusals_are_typed(store: VmpStore) -> None:
+    app = build_vmp_app(store, api_key=API_KEY, max_snapshot_bytes=100)
+    with VmpClient("http://vmp.test", API_KEY, transport=AppTransport(app)) as c:
+        with pytest.raises(PayloadTooLarge) as big:
+            c.restore(bytes(101))
+        assert (big.value.code, big.value.status) == ("INVALID_ARGUMENT", 413)
+        assert isinstance(big.value, InvalidArgument)
+        with pytest.raises(PayloadTooLarge):
+            c.restore(io.BytesIO(bytes(101)))
+        # Chunked: the snapshot's own header announces more than the cap.
+        announcing = struct.pack("<8sHHQ", MAGIC, 1, 0, 101 - 52) + bytes(81)
+        with pytest.raises(PayloadTooLarge):
+            c.restore(iter_file(announcing))
+    assert type(error_from_wire("INVALID_ARGUMENT", 415, "x")) is UnsupportedMediaType
+    assert type(error_from_wire("INVALID_ARGUMENT", 413, "x")) is PayloadTooLarge
+    assert type(error_from_wire("INVALID_ARGUMENT", 400, "x")) is InvalidArgument
+    assert type(error_from_wire("INVALID_ARGUMENT", 418, "x")) is VmpError
+
+
+def iter_file(data: bytes) -> io.BufferedReader:
+    return io.BufferedReader(Unseekable(io.BytesIO(data)))  # type: ignore[arg-type]
+
+
+def test_snapshot_to_raises_the_servers_error(store: VmpStore) -> None:
+    app = build_vmp_app(store, api_key=API_KEY)
+    store.close()
+    with VmpClient("http://vmp.test", API_KEY, transport=AppTransport(app)) as c:
+        with pytest.raises(VmpError) as info:
+            c.snapshot_to(io.BytesIO())
+        assert (info.value.code, info.value.status) == ("INTERNAL_ERROR", 500)

@@ -14,10 +14,13 @@ from ratatoskr.vmp.errors import (
     InternalError,
     InvalidArgument,
     NotFound,
+    PayloadTooLarge,
     Unauthenticated,
     Unavailable,
+    UnsupportedMediaType,
     VmpError,
 )
+from ratatoskr.vmp.snapshot import snapshot_size_limit
 from ratatoskr.vmp.store import (
     DEFAULT_DIM,
     DEFAULT_MAX_RECORDS,
@@ -37,13 +40,16 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "NotFound",
+    "PayloadTooLarge",
     "SearchHit",
     "Unauthenticated",
     "Unavailable",
+    "UnsupportedMediaType",
     "UpsertResult",
     "VmpError",
     "VmpStore",
     "build_vmp_app",
     "is_loopback_host",
     "open_vmp_store",
+    "snapshot_size_limit",
 ]

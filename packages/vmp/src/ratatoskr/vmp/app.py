@@ -7,6 +7,12 @@ Every failure is rendered here, once, as ``{"error": message, "code": CODE}``
 — including unknown routes (404 NOT_FOUND) and wrong methods (405 with code
 INVALID_ARGUMENT) — except authentication failures, which are 401 with an
 empty body (see :mod:`ratatoskr.vmp.auth`).
+
+Bodies are typed: JSON routes take only ``application/json``, the snapshot
+upload only ``application/octet-stream`` (415 otherwise). A browser can send
+neither cross-site without a CORS preflight, which the plane never grants, so
+even without a key (loopback only) a web page cannot write. A snapshot upload
+is capped (413) and spooled to an unnamed temporary file, never held in memory.
 """
 
 from __future__ import annotations
@@ -14,22 +20,38 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
+import tempfile
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ratatoskr.vmp.auth import BearerAuth
 from ratatoskr.vmp.canonical import strict_loads
-from ratatoskr.vmp.errors import InternalError, InvalidArgument, NotFound, VmpError
+from ratatoskr.vmp.errors import (
+    CapacityExceeded,
+    InternalError,
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    VmpError,
+)
+from ratatoskr.vmp.snapshot import (
+    HEADER_SIZE,
+    declared_snapshot_size,
+    length_mismatch,
+    snapshot_size_limit,
+)
 from ratatoskr.vmp.store import VmpStore
 
 logger = logging.getLogger("ratatoskr.vmp")
@@ -38,6 +60,10 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 # Bodies above this are parsed off the event loop.
 _PARSE_INLINE_BYTES = 256 * 1024
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+JSON_TYPE = "application/json"
+SNAPSHOT_TYPE = "application/octet-stream"
+# An upload reaches the spool file in writes of about this size, each in a worker thread.
+_SPOOL_WRITE_BYTES = 1 << 20
 
 _T = TypeVar("_T")
 Handler = Callable[[Request], Awaitable[Response]]
@@ -82,23 +108,90 @@ async def _json_answer(answer: Callable[[], Any]) -> Response:
     return Response(content, media_type="application/json")
 
 
-async def _read_body(request: Request, limit: int | None) -> bytes:
+def _require_type(request: Request, wanted: str) -> None:
+    """Refuse a body whose media type is not ``wanted`` (parameters such as charset allowed)."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != wanted:
+        raise UnsupportedMediaType(f"this route takes a body of Content-Type {wanted}")
+
+
+def _declared_length(request: Request) -> int | None:
+    # The server has already refused a malformed Content-Length; absent means chunked.
     declared = request.headers.get("content-length", "")
-    if limit is not None and declared.isdigit() and int(declared) > limit:
+    return int(declared) if declared.isdigit() else None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = _declared_length(request)
+    if declared is not None and declared > limit:
         raise InvalidArgument(f"request body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if limit is not None and size > limit:
+        if size > limit:
             raise InvalidArgument(f"request body exceeds {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
 
+def _write_all(spool: IO[bytes], pieces: list[bytes]) -> None:
+    try:
+        spool.writelines(pieces)
+    except OSError as exc:
+        raise CapacityExceeded("no space to receive the snapshot") from exc
+
+
+async def _spool_snapshot(request: Request, spool: IO[bytes], cap: int) -> None:
+    """Copy the request body into ``spool``, refusing it as early as its bytes allow.
+
+    The cap is counted here, whatever Content-Length said or whether there was one
+    (chunked). Once the first HEADER_SIZE bytes are in, the snapshot's own header
+    says how long it is: a foreign blob (400) or one announcing more than the cap
+    (413) is refused there, and so is any byte beyond the announced size (400).
+    """
+    declared = _declared_length(request)
+    limit = cap
+    head = b""
+    pending: list[bytes] = []
+    pending_size = received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if len(head) < HEADER_SIZE:
+            head += chunk[: HEADER_SIZE - len(head)]
+            if len(head) == HEADER_SIZE:
+                size = declared_snapshot_size(head)
+                if size > cap:
+                    raise _too_large(cap)
+                if declared not in (None, size):
+                    raise length_mismatch()
+                limit = size
+        if received > limit:
+            raise _too_large(cap) if limit == cap else length_mismatch()
+        pending.append(chunk)
+        pending_size += len(chunk)
+        if pending_size >= _SPOOL_WRITE_BYTES:
+            await _in_thread(_write_all, spool, pending)
+            pending, pending_size = [], 0
+    await _in_thread(_write_all, spool, pending)
+    await _in_thread(spool.flush)
+
+
+def _open_spool(directory: str | None) -> IO[bytes]:
+    try:
+        return tempfile.TemporaryFile(mode="w+b", dir=directory)
+    except OSError as exc:
+        raise InternalError(f"no spool file for the upload ({type(exc).__name__})") from exc
+
+
+def _too_large(cap: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"a snapshot upload is at most {cap} bytes")
+
+
 async def _json_object(
     request: Request, limit: int, *, required: Collection[str], optional: Collection[str] = ()
 ) -> dict[str, Any]:
+    _require_type(request, JSON_TYPE)
     raw = await _read_body(request, limit)
     body = (
         strict_loads(raw)
@@ -124,6 +217,7 @@ def build_vmp_app(
     allow_no_key: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_snapshot_bytes: int | None = None,
+    spool_dir: str | os.PathLike[str] | None = None,
 ) -> Starlette:
     """The VMP plane's Starlette app over ``store``.
 
@@ -131,11 +225,24 @@ def build_vmp_app(
     with ``allow_no_key=True``, by which the caller asserts the server listens on
     loopback alone (see :func:`ratatoskr.vmp.auth.is_loopback_host`); the app then
     logs a warning that it runs without authentication. ``max_body_bytes`` caps
-    JSON bodies, ``max_snapshot_bytes`` (None: no cap) snapshot uploads.
-    Raises ValueError for an empty key, or no key without ``allow_no_key``.
+    JSON bodies; ``max_snapshot_bytes`` caps snapshot uploads (None: the
+    :func:`ratatoskr.vmp.snapshot.snapshot_size_limit` of the store's
+    ``max_records`` and ``dim``). Uploads are spooled to an unnamed owner-only
+    temporary file in ``spool_dir`` (None: the database's directory, or the
+    system's temporary directory for a store in memory).
+    Raises ValueError for an empty key, no key without ``allow_no_key``, or a
+    limit below 1.
     """
     if api_key is not None and not api_key:
         raise ValueError("api_key must not be empty")
+    if max_body_bytes < 1 or (max_snapshot_bytes is not None and max_snapshot_bytes < 1):
+        raise ValueError("body size limits must be at least 1 byte")
+    snapshot_cap = (
+        snapshot_size_limit(store.max_records, store.dim)
+        if max_snapshot_bytes is None
+        else max_snapshot_bytes
+    )
+    spool_in = os.fspath(spool_dir) if spool_dir is not None else store.directory
     if api_key is None:
         if not allow_no_key:
             raise ValueError("api_key is required unless the server listens on loopback only")
@@ -188,8 +295,24 @@ def build_vmp_app(
         return Response(blob, media_type="application/octet-stream")
 
     async def snapshot_upload(request: Request) -> Response:
-        blob = await _read_body(request, max_snapshot_bytes)
-        await _in_thread(store.restore, blob)
+        _require_type(request, SNAPSHOT_TYPE)
+        declared = _declared_length(request)
+        if declared is not None and declared > snapshot_cap:
+            # Answered before a byte of the body is read: a client that sent
+            # ``Expect: 100-continue`` never sends it.
+            raise _too_large(snapshot_cap)
+        # Unnamed (O_TMPFILE where there is one) and owner-only: nothing else can
+        # open it, and it is gone when closed, whatever happens in between.
+        spool = await _in_thread(_open_spool, spool_in)
+        try:
+            try:
+                await _spool_snapshot(request, spool, snapshot_cap)
+            except ClientDisconnect:
+                raise InvalidArgument("the upload ended before its body did") from None
+            await _in_thread(spool.seek, 0)
+            await _in_thread(store.restore_from_file, spool)
+        finally:
+            await _in_thread(spool.close)
         return JSONResponse({"success": True})
 
     async def proof_state(request: Request) -> Response:

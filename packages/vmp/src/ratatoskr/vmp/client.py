@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self, TypedDict, cast
+from typing import IO, Any, Self, TypedDict, cast
 
 import httpx
 
@@ -29,6 +30,7 @@ from ratatoskr.vmp.errors import (
 
 # Embedders may return any iterable of numbers (a list, a numpy array, …).
 EmbedFn = Callable[[str], Iterable[float]]
+_STREAM_CHUNK = 1 << 20
 
 
 class UpsertVectorResponse(TypedDict):
@@ -197,14 +199,40 @@ class VmpClient:
         """The server's snapshot bytes."""
         return self._request("GET", "/v1/snapshot/download").content
 
-    def restore(self, blob: bytes) -> None:
-        """Replace the server's state by ``blob``; raises InvalidArgument for a bad blob."""
-        self._request(
-            "POST",
-            "/v1/snapshot/upload",
-            content=bytes(blob),
-            headers={"Content-Type": "application/octet-stream"},
-        )
+    def snapshot_to(self, file: IO[bytes]) -> int:
+        """Write the server's snapshot into the binary ``file`` as it arrives; returns its size."""
+        try:
+            with self._http.stream("GET", "/v1/snapshot/download") as response:
+                if not response.is_success:
+                    response.read()
+                    self._check(response)
+                size = 0
+                for chunk in response.iter_bytes(_STREAM_CHUNK):
+                    file.write(chunk)
+                    size += len(chunk)
+        except httpx.TransportError as exc:
+            raise Unavailable(f"VMP server unreachable ({type(exc).__name__})") from exc
+        return size
+
+    def restore(self, snapshot: bytes | IO[bytes]) -> None:
+        """Replace the server's state by ``snapshot``: bytes, or a binary file streamed
+        from its current position to its end (never read whole into memory).
+
+        Raises InvalidArgument for a bad snapshot, PayloadTooLarge (413) for one
+        above the server's cap, CapacityExceeded for more records than it holds.
+        """
+        headers = {"Content-Type": "application/octet-stream"}
+        content: bytes | Iterator[bytes]
+        if isinstance(snapshot, bytes | bytearray | memoryview):
+            content = bytes(snapshot)
+        else:
+            if snapshot.seekable():
+                # A declared length lets the server refuse an oversized upload unsent.
+                here = snapshot.tell()
+                headers["Content-Length"] = str(snapshot.seek(0, os.SEEK_END) - here)
+                snapshot.seek(here)
+            content = _chunks(snapshot)
+        self._request("POST", "/v1/snapshot/upload", content=content, headers=headers)
 
     def state_hash(self) -> str:
         """The server's ``final_state_hash`` (64 hex digits)."""
@@ -239,11 +267,15 @@ class VmpClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise Unavailable(f"VMP server unreachable ({type(exc).__name__})") from exc
+        self._check(response)
+        return response
+
+    @staticmethod
+    def _check(response: httpx.Response) -> None:
         if response.status_code == 401:
             raise Unauthenticated("missing or wrong API key")
         if not response.is_success:
             raise _error_of(response)
-        return response
 
     @staticmethod
     def _json(response: httpx.Response) -> dict[str, Any]:
@@ -266,6 +298,11 @@ def _error_of(response: httpx.Response) -> VmpError:
     return VmpError(
         "INTERNAL_ERROR", response.status_code, f"unexpected HTTP {response.status_code}"
     )
+
+
+def _chunks(file: IO[bytes]) -> Iterator[bytes]:
+    while chunk := file.read(_STREAM_CHUNK):
+        yield chunk
 
 
 def _numbers(values: Iterable[float]) -> list[float]:

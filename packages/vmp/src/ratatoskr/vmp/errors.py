@@ -43,6 +43,23 @@ class InvalidArgument(_CodedError):
     STATUS = 400
 
 
+class PayloadTooLarge(InvalidArgument):
+    """A snapshot upload larger than the server accepts (413, code ``INVALID_ARGUMENT``)."""
+
+    STATUS = 413
+
+
+class UnsupportedMediaType(InvalidArgument):
+    """A request body of the wrong ``Content-Type`` (415, code ``INVALID_ARGUMENT``).
+
+    JSON routes take only ``application/json``, the snapshot upload only
+    ``application/octet-stream``: neither can be sent cross-site by a browser
+    without a CORS preflight, which the plane never grants.
+    """
+
+    STATUS = 415
+
+
 class DimMismatch(_CodedError):
     """A vector whose length is not the store's dimension (400)."""
 
@@ -88,16 +105,25 @@ class Unavailable(_CodedError):
     STATUS = 0
 
 
-_BY_CODE: dict[str, type[_CodedError]] = {
-    cls.CODE: cls
-    for cls in (InvalidArgument, DimMismatch, NotFound, CapacityExceeded, InternalError)
+# One code may travel with several statuses (INVALID_ARGUMENT: 400, 413, 415).
+_BY_WIRE: dict[tuple[str, int], type[_CodedError]] = {
+    (cls.CODE, cls.STATUS): cls
+    for cls in (
+        InvalidArgument,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+        DimMismatch,
+        NotFound,
+        CapacityExceeded,
+        InternalError,
+    )
 }
 
 
 def error_from_wire(code: str, status: int, message: str) -> VmpError:
-    """The typed error for a wire ``code``; a plain VmpError when the code is unknown
-    or the status does not match the code's."""
-    cls = _BY_CODE.get(code)
-    if cls is not None and status == cls.STATUS:
+    """The typed error for a wire ``code`` and HTTP ``status``; a plain VmpError when
+    the pair is not one the plane sends."""
+    cls = _BY_WIRE.get((code, status))
+    if cls is not None:
         return cls(message)
     return VmpError(code, status, message)
