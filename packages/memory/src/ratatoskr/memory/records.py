@@ -21,6 +21,7 @@ slowest steps of a write and of a search.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,8 @@ def stored_form(record: dict[str, Any]) -> StoredForm:
     if set(map(type, values)) != {float}:
         return StoredForm(encode(record), None, None)
     rest = {k: v for k, v in record.items() if k != key}
-    return StoredForm(encode(rest), key, np.asarray(values, dtype=_F64).tobytes())
+    # struct rather than numpy: half the cost for a few hundred floats, same bytes.
+    return StoredForm(encode(rest), key, struct.pack(f"<{len(values)}d", *values))
 
 
 def encode(record: dict[str, Any]) -> str:
