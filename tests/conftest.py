@@ -79,7 +79,7 @@ def server_env(tmp_path: Path) -> dict[str, str]:
         "RATATOSKR_VMP_DB": str(tmp_path / "vmp.db"),
         "RATATOSKR_MEMORY_EMBEDDING_DIM": "8",
         "RATATOSKR_HEIMDALL_KEY": KEY,
-        "RATATOSKR_VMP_API_KEY": "e2e-vmp-key",
+        "RATATOSKR_VMP_API_KEY": "e2e-vmp-key-0123456789",
         "RATATOSKR_PORT": "0",
     }
 

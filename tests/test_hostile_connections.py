@@ -93,7 +93,7 @@ def test_idle_and_dribbling_connections_are_closed_after_the_deadline(
         with _sockets(server, 1) as (stuck,):
             stuck.sendall(
                 b"POST /vmp/v1/memory/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"Authorization: Bearer e2e-vmp-key\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer e2e-vmp-key-0123456789\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 1000\r\n\r\n{"
             )
             assert _closed_by_server(stuck, DEADLINE_S + 4)

@@ -19,5 +19,7 @@ def settings(tmp_path: Path) -> Settings:
         vmp_db=str(tmp_path / "vmp.db"),
         memory_embedding_dim=8,
         heimdall_key=KEY,
-        vmp_api_key="vmp-test-key",
+        vmp_api_key="vmp-test-key-0123456789",
+        # Starlette's TestClient sends `Host: testserver`.
+        allowed_hosts="testserver",
     )

@@ -149,6 +149,7 @@ def test_each_plane_standalone_answers_like_the_combined_app(tmp_path: Any) -> N
             vmp_db=str(d / "v.db"),
             memory_embedding_dim=8,
             heimdall_key=KEY,
+            allowed_hosts="testserver",
         )
 
     with TestClient(build_provider_app(settings_in("combined"))) as http:
@@ -178,6 +179,6 @@ def test_lifespan_closes_every_store(settings: Settings) -> None:
 
 def test_vmp_is_mounted_with_its_key(combined: TestClient) -> None:
     assert combined.get("/vmp/health").status_code == 401
-    r = combined.get("/vmp/health", headers={"authorization": "Bearer vmp-test-key"})
+    r = combined.get("/vmp/health", headers={"authorization": "Bearer vmp-test-key-0123456789"})
     assert r.status_code == 200
     assert r.json()["dim"] == 16

@@ -156,7 +156,8 @@ def test_doctor(tmp_path: Path, env: dict[str, str]) -> None:
     open_memory_store(env["RATATOSKR_MEMORY_DB"], embedding_dim=16).close()
     bad = run(["doctor"], env, tmp_path)
     assert bad.returncode == 1
-    assert "embedding_dim 16 but settings say 8" in bad.stdout
+    assert "RATATOSKR_MEMORY_EMBEDDING_DIM=8, but" in bad.stdout
+    assert "was created with embedding_dim=16" in bad.stdout
     assert "sqlite-vec" in bad.stdout
 
 

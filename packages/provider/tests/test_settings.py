@@ -25,10 +25,10 @@ def test_every_setting_is_in_the_readme_table() -> None:
 
 def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RATATOSKR_MEMORY_EMBEDDING_DIM", "768")
-    monkeypatch.setenv("RATATOSKR_HEIMDALL_KEY", "k")
+    monkeypatch.setenv("RATATOSKR_HEIMDALL_KEY", "k" * 32)
     s = Settings()
     assert s.memory_embedding_dim == 768
-    assert s.heimdall_key_bytes() == b"k"
+    assert s.heimdall_key_bytes() == b"k" * 32
 
 
 def test_planes_default_to_separate_files() -> None:
@@ -61,9 +61,9 @@ def test_missing_key_says_what_to_set() -> None:
 
 def test_key_file(tmp_path: Path) -> None:
     key = tmp_path / "key"
-    key.write_text("secret\n")
+    key.write_text("s" * 32 + "\n")
     os.chmod(key, 0o600)
-    assert Settings(heimdall_key_file=key).heimdall_key_bytes() == b"secret"
+    assert Settings(heimdall_key_file=key).heimdall_key_bytes() == b"s" * 32
     os.chmod(key, 0o644)
     with pytest.raises(ConfigError, match="readable by others"):
         Settings(heimdall_key_file=key).heimdall_key_bytes()
@@ -72,6 +72,6 @@ def test_key_file(tmp_path: Path) -> None:
 
 
 def test_secrets_do_not_show_in_repr() -> None:
-    s = Settings(heimdall_key="topsecret", vmp_api_key="alsosecret")
+    s = Settings(heimdall_key="topsecret" * 4, vmp_api_key="alsosecret" * 2)
     assert "topsecret" not in repr(s)
     assert "alsosecret" not in repr(s)

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 
 from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth import JwtVerifier, ReplayCache
-from bifrost.consumer import DEFAULT_MAX_BODY_BYTES, AppHooks, ConsumerRegistration
+from bifrost.consumer import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_CONTAINERS,
+    AppHooks,
+    ConsumerRegistration,
+)
 from bifrost.consumer import build_affect_app as _build_affect_app
 
 if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
@@ -32,6 +37,7 @@ def build_affect_provider_app(
     replay_cache_size: int = 100_000,
     replay_cache: ReplayCache | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
     clock: Callable[[], float] = time.time,
     hooks: AppHooks | None = None,
 ) -> Starlette:
@@ -56,6 +62,9 @@ def build_affect_provider_app(
         clock=clock,
     )
     registration = ConsumerRegistration(
-        consumer_id=consumer_id, planes=("affect",), max_body_bytes=max_body_bytes
+        consumer_id=consumer_id,
+        planes=("affect",),
+        max_body_bytes=max_body_bytes,
+        max_json_containers=max_json_containers,
     )
     return _build_affect_app(store, verifier, registration, hooks=hooks)

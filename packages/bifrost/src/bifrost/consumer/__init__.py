@@ -7,10 +7,15 @@ from bifrost.consumer.app import (
     build_affect_app,
     build_memory_app,
 )
-from bifrost.consumer.registration import DEFAULT_MAX_BODY_BYTES, ConsumerRegistration
+from bifrost.consumer.registration import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_CONTAINERS,
+    ConsumerRegistration,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_JSON_CONTAINERS",
     "AppHooks",
     "CallRecord",
     "ConsumerRegistration",

@@ -7,7 +7,12 @@ from typing import Any
 from starlette.applications import Starlette
 
 from bifrost.auth import JwtVerifier, ReplayCache
-from bifrost.consumer import ConsumerRegistration, build_memory_app
+from bifrost.consumer import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_CONTAINERS,
+    ConsumerRegistration,
+    build_memory_app,
+)
 from ratatoskr.memory.store import RatatoskrMemoryStore
 
 
@@ -20,6 +25,7 @@ def build_memory_provider_app(
     max_lifetime_s: float = 300,
     leeway_s: float = 30,
     max_body_bytes: int | None = None,
+    max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
     replay_cache: ReplayCache | None = None,
     **app_kwargs: Any,
 ) -> Starlette:
@@ -43,11 +49,10 @@ def build_memory_provider_app(
         leeway_s=leeway_s,
         replay_cache=replay_cache,
     )
-    registration = (
-        ConsumerRegistration(consumer_id=consumer_id, planes=("memory",))
-        if max_body_bytes is None
-        else ConsumerRegistration(
-            consumer_id=consumer_id, planes=("memory",), max_body_bytes=max_body_bytes
-        )
+    registration = ConsumerRegistration(
+        consumer_id=consumer_id,
+        planes=("memory",),
+        max_body_bytes=DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes,
+        max_json_containers=max_json_containers,
     )
     return build_memory_app(store=store, verifier=verifier, registration=registration, **app_kwargs)

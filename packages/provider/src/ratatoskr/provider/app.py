@@ -15,9 +15,11 @@ from collections.abc import AsyncIterator
 from typing import TypedDict
 
 from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp
 
 from ratatoskr.affect import build_affect_provider_app
 from ratatoskr.memory import build_memory_provider_app
@@ -33,6 +35,7 @@ class _WireOptions(TypedDict):
     max_lifetime_s: float
     leeway_s: float
     max_body_bytes: int
+    max_json_containers: int
 
 
 def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starlette]:
@@ -43,6 +46,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
         max_lifetime_s=settings.token_max_lifetime_s,
         leeway_s=settings.clock_skew_s,
         max_body_bytes=settings.max_body_bytes,
+        max_json_containers=settings.max_json_containers,
     )
     if opened.memory is not None:
         apps["memory"] = build_memory_provider_app(
@@ -89,11 +93,18 @@ def build_provider_app(
     except BaseException:
         stores.close()
         raise
+    # Every plane answers only to the names this deployment serves (DNS rebinding:
+    # a hostile page's own name resolving to 127.0.0.1); /healthz answers any name.
+    hosts = settings.host_names()
+
+    def guarded(app: Starlette) -> ASGIApp:
+        return TrustedHostMiddleware(app, allowed_hosts=hosts, www_redirect=False)
+
     routes: list[BaseRoute] = [Route("/healthz", healthz, methods=["GET"])]
     if len(planes) == 1:
-        routes.append(Mount("/", app=apps[planes[0]]))
+        routes.append(Mount("/", app=guarded(apps[planes[0]])))
     else:
-        routes += [Mount(f"/{name}", app=apps[name]) for name in planes]
+        routes += [Mount(f"/{name}", app=guarded(apps[name])) for name in planes]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

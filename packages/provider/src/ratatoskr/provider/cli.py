@@ -20,7 +20,13 @@ from bifrost.client import mint_token
 from ratatoskr.provider.devmode import dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
-from ratatoskr.provider.settings import PLANES, ConfigError, Plane, Settings
+from ratatoskr.provider.settings import (
+    PLANES,
+    ConfigError,
+    Plane,
+    Settings,
+    unknown_variables,
+)
 
 __all__ = ["EXIT_CONFIG", "bind_socket", "load_settings", "main", "parser"]
 
@@ -28,7 +34,11 @@ EXIT_CONFIG = 2
 
 
 def load_settings(dev: bool, **overrides: Any) -> Settings:
-    """Settings from the environment (and ``--dev`` defaults); one-line errors."""
+    """Settings from the environment (and ``--dev`` defaults); one-line errors. A
+    ``RATATOSKR_*`` variable that is no setting is refused too."""
+    unknown = unknown_variables(dict(os.environ))
+    if unknown:
+        raise ConfigError(unknown[0])
     try:
         return dev_settings(**overrides) if dev else Settings(**overrides)
     except ValidationError as exc:

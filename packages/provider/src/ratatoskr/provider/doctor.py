@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import TextIO
 
-from ratatoskr.provider.planes import db_setting
+from ratatoskr.provider.planes import database_problems, db_setting, fixed_keys
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
 from ratatoskr.sqlite import (
     MEMORY_PATH,
@@ -39,33 +39,27 @@ def _driver() -> list[Check]:
     return checks
 
 
-_FIXED = {"memory": ("embedding_dim", "memory_embedding_dim"), "vmp": ("dim", "vmp_dim")}
-
-
-def _database(settings: Settings, plane: Plane) -> Check:
+def _database(settings: Settings, plane: Plane) -> list[Check]:
     path = settings.db_path(plane)
     name = f"{plane} db"
     if path == MEMORY_PATH:
-        return Check(name, WARN, ":memory: - nothing survives a restart")
-    fixed = _FIXED.get(plane)
+        return [Check(name, WARN, ":memory: - nothing survives a restart")]
+    problems = database_problems(settings, plane)
+    if problems:
+        return [Check(name, FAIL, problem) for problem in problems]
     try:
-        report = inspect_database(path, plane=plane, keys=[fixed[0]] if fixed else [], quick=False)
+        report = inspect_database(path, plane=plane, keys=fixed_keys(plane), quick=False)
     except StorageError as exc:
-        return Check(name, FAIL, f"{path}: {exc.message}")
+        return [Check(name, FAIL, f"{path}: {exc.message}")]
     if not report.exists:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
-            return Check(name, FAIL, f"{path}: directory missing ({db_setting(plane)})")
-        return Check(name, OK, f"{path}: not created yet (created at first start)")
+            return [Check(name, FAIL, f"{path}: directory missing ({db_setting(plane)})")]
+        return [Check(name, OK, f"{path}: not created yet (created at first start)")]
     detail = f"{path}: schema v{report.schema_version}, integrity {report.integrity}"
+    detail += "".join(f", {k} {v}" for k, v in report.meta.items())
     status = OK if report.integrity == "ok" else FAIL
-    if fixed:
-        stored, wanted = report.meta.get(fixed[0]), str(getattr(settings, fixed[1]))
-        detail += f", {fixed[0]} {stored}"
-        if stored != wanted:
-            status = FAIL
-            detail += f" but settings say {wanted}"
-    return Check(name, status, detail)
+    return [Check(name, status, detail + f", mode {report.mode:o}")]
 
 
 def _heimdall_key(settings: Settings) -> Check:
@@ -90,7 +84,8 @@ def _vmp_key(settings: Settings) -> Check:
 def run_doctor(settings: Settings, planes: tuple[Plane, ...], *, out: TextIO) -> int:
     """Print the checks as a table; return 1 if any failed, else 0."""
     checks = _driver()
-    checks += [_database(settings, plane) for plane in planes]
+    for plane in planes:
+        checks += _database(settings, plane)
     if "memory" in planes or "affect" in planes:
         checks.append(_heimdall_key(settings))
     if "vmp" in planes:

@@ -8,6 +8,7 @@ naming it and no database file is created or changed.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,12 @@ _FIXED = {
     "memory": ("embedding_dim", "memory_embedding_dim", "RATATOSKR_MEMORY_EMBEDDING_DIM"),
     "vmp": ("dim", "vmp_dim", "RATATOSKR_VMP_DIM"),
 }
+
+
+def fixed_keys(plane: str) -> list[str]:
+    """The meta keys fixed in ``plane``'s file when it is created."""
+    fixed = _FIXED.get(plane)
+    return [fixed[0]] if fixed else []
 
 
 def db_setting(plane: str) -> str:
@@ -73,6 +80,52 @@ def open_replay_cache(db_path: str) -> ReplayCache:
     return SqliteReplayCache(replay_path(db_path))
 
 
+def database_problems(settings: Settings, plane: Plane) -> list[str]:
+    """Every problem with ``plane``'s existing database file, one line each naming the
+    setting (``[]`` for a sound file or one not created yet). Read-only: the preflight
+    refuses to start on the first, ``doctor`` lists them all. Raises nothing."""
+    path = settings.db_path(plane)
+    if path == MEMORY_PATH:
+        return []
+    setting = db_setting(plane)
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        return [f"{setting}: {path} is not readable and writable"]
+    fixed = _FIXED.get(plane)
+    try:
+        report = inspect_database(path, plane=plane, keys=fixed_keys(plane))
+    except StorageError as exc:
+        return [f"{setting}: {path}: {exc.message}"]
+    if not report.exists:
+        return []
+    problems = []
+    siblings = [path, f"{path}-wal", f"{path}-shm"]
+    if plane in TOKEN_PLANES:
+        siblings.append(replay_path(path))
+    for name in siblings:
+        if os.path.exists(name) and os.stat(name).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            problems.append(
+                f"{setting}: {name} is readable by group or others (it holds what agents "
+                f"remember about people); run: chmod 600 {name}"
+            )
+    foreign = [p for p in report.planes if p != plane]
+    if foreign:
+        problems.append(
+            f"{setting}: {path} holds the {foreign[0]} plane's data; each plane needs its own file"
+        )
+    if fixed:
+        stored = report.meta.get(fixed[0])
+        wanted = str(getattr(settings, fixed[1]))
+        if stored is not None and stored != wanted:
+            problems.append(f"{fixed[2]}={wanted}, but {path} was created with {fixed[0]}={stored}")
+    if report.integrity != "ok":
+        problems.append(f"{setting}: {path} fails SQLite's integrity check")
+    if plane in TOKEN_PLANES:
+        replay = replay_path(path)
+        if os.path.exists(replay) and not os.access(replay, os.R_OK | os.W_OK):
+            problems.append(f"{setting}: {replay} is not readable and writable")
+    return problems
+
+
 def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:
     """Every check that needs no write. Raises ConfigError naming the setting."""
     validate_layout(settings, planes)
@@ -83,29 +136,9 @@ def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:
             "RATATOSKR_VMP_API_KEY: required when RATATOSKR_HOST is not a loopback address"
         )
     for plane in planes:
-        path = settings.db_path(plane)
-        if path == MEMORY_PATH:
-            continue
-        if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
-            raise ConfigError(f"{db_setting(plane)}: {path} is not readable and writable")
-        fixed = _FIXED.get(plane)
-        try:
-            report = inspect_database(path, plane=plane, keys=[fixed[0]] if fixed else [])
-        except StorageError as exc:
-            raise ConfigError(f"{db_setting(plane)}: {path}: {exc.message}") from None
-        if fixed and report.exists:
-            stored = report.meta.get(fixed[0])
-            wanted = str(getattr(settings, fixed[1]))
-            if stored is not None and stored != wanted:
-                raise ConfigError(
-                    f"{fixed[2]}={wanted}, but {path} was created with {fixed[0]}={stored}"
-                )
-        if report.exists and report.integrity != "ok":
-            raise ConfigError(f"{db_setting(plane)}: {path} fails SQLite's integrity check")
-        if plane in TOKEN_PLANES:
-            replay = replay_path(path)
-            if os.path.exists(replay) and not os.access(replay, os.R_OK | os.W_OK):
-                raise ConfigError(f"{db_setting(plane)}: {replay} is not readable and writable")
+        problems = database_problems(settings, plane)
+        if problems:
+            raise ConfigError(problems[0])
 
 
 def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:

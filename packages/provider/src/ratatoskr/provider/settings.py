@@ -7,18 +7,23 @@ environment. ``validate_layout`` holds the checks that need the filesystem.
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ratatoskr.sqlite import same_file
 
 Plane = Literal["memory", "affect", "vmp"]
 PLANES: tuple[Plane, ...] = ("memory", "affect", "vmp")
+# RFC 7518 §3.2: an HS256 key has at least as many bytes as the hash output.
+MIN_HEIMDALL_KEY_BYTES = 32
+MIN_VMP_KEY_CHARS = 16
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
 class ConfigError(Exception):
@@ -66,6 +71,12 @@ class Settings(BaseSettings):
         "ratatoskr", min_length=1, description="This consumer's id: the expected JWT `aud`."
     )
     host: str = Field("127.0.0.1", description="Address to listen on.")
+    allowed_hosts: str = Field(
+        "",
+        description="Comma-separated names clients may send in `Host` (`*.example.com` "
+        "allowed) besides the loopback names and RATATOSKR_HOST; others get 400 (DNS "
+        "rebinding).",
+    )
     port: int = Field(8765, ge=0, le=65535, description="TCP port to listen on.")
     request_timeout_s: float = Field(
         15.0,
@@ -98,6 +109,18 @@ class Settings(BaseSettings):
     )
     max_top_k: int = Field(1000, ge=1, le=4096, description="Largest `top_k` a search may ask.")
     max_page: int = Field(500, ge=1, description="Largest page of affect `history` / `list`.")
+    max_scope_any: int = Field(
+        256,
+        ge=1,
+        le=65536,
+        description="Most members of a `scope_any` union (memory search, affect list).",
+    )
+    max_json_containers: int = Field(
+        100_000,
+        ge=100,
+        description="Most JSON objects and arrays in one request body; more is refused before "
+        "parsing (a parse bomb).",
+    )
     token_max_lifetime_s: int = Field(
         300, ge=1, description="Longest allowed JWT lifetime (`exp - iat`), seconds."
     )
@@ -105,6 +128,24 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level (logs never hold content, scopes or tokens)."
     )
+
+    @field_validator("memory_db", "affect_db", "vmp_db")
+    @classmethod
+    def _a_plain_path(cls, value: str) -> str:
+        # A URI's parameters (shared cache, vfs, a relative path resolved elsewhere) put
+        # two planes in one file and defeated the deleted-file guard.
+        if value.lower().startswith("file:"):
+            raise ValueError("give a file path, not an SQLite URI")
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("vmp_api_key")
+    @classmethod
+    def _long_vmp_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_VMP_KEY_CHARS:
+            raise ValueError(f"must be at least {MIN_VMP_KEY_CHARS} characters")
+        return value
 
     @model_validator(mode="after")
     def _one_key_source(self) -> Settings:
@@ -133,7 +174,22 @@ class Settings(BaseSettings):
             )
         if not key:
             raise ConfigError("RATATOSKR_HEIMDALL_KEY is empty")
+        if len(key) < MIN_HEIMDALL_KEY_BYTES:
+            setting = "HEIMDALL_KEY" if self.heimdall_key is not None else "HEIMDALL_KEY_FILE"
+            raise ConfigError(
+                f"RATATOSKR_{setting}: the key has {len(key)} bytes; HS256 needs at least "
+                f"{MIN_HEIMDALL_KEY_BYTES} (e.g. `openssl rand -hex 32`)"
+            )
         return key
+
+    def host_names(self) -> list[str]:
+        """Every name a request's ``Host`` may carry: loopback, the listening address
+        (unless it is a wildcard) and ``allowed_hosts``."""
+        names = list(LOOPBACK_NAMES)
+        if self.host not in ("0.0.0.0", "::", "") and self.host not in names:  # noqa: S104
+            names.append(self.host)
+        names += [n.strip() for n in self.allowed_hosts.split(",") if n.strip()]
+        return names
 
 
 def read_key_file(path: Path, setting: str) -> bytes:
@@ -148,6 +204,36 @@ def read_key_file(path: Path, setting: str) -> bytes:
     if not data:
         raise ConfigError(f"{setting}: {path} is empty")
     return data
+
+
+def unknown_variables(environ: dict[str, str]) -> list[str]:
+    """One line per ``RATATOSKR_*`` variable that is no setting, naming the closest one
+    (a mistyped dimension would otherwise be ignored, and it is fixed forever)."""
+    known = {f"RATATOSKR_{name.upper()}" for name in Settings.model_fields}
+    lines = []
+    for name in sorted(n for n in environ if n.upper().startswith("RATATOSKR_")):
+        if name.upper() in known:
+            continue
+        close = _closest(name.upper(), known)
+        hint = f"; did you mean {close}?" if close else ""
+        lines.append(f"{name}: not a setting{hint}")
+    return lines
+
+
+def _closest(name: str, known: set[str]) -> str | None:
+    """The setting sharing most words with ``name`` (then the most similar spelling):
+    ``MEMORY_DIM`` means ``MEMORY_EMBEDDING_DIM``, not ``MEMORY_DB``."""
+    bare = name.removeprefix("RATATOSKR_")
+    words = set(bare.split("_"))
+
+    def score(candidate: str) -> tuple[int, float]:
+        other = candidate.removeprefix("RATATOSKR_")
+        shared = len(words & set(other.split("_")))
+        return shared, difflib.SequenceMatcher(None, bare, other).ratio()
+
+    best = max(sorted(known), key=score)
+    shared, ratio = score(best)
+    return best if shared or ratio >= 0.6 else None
 
 
 def validate_layout(settings: Settings, planes: tuple[Plane, ...]) -> None:

@@ -24,6 +24,7 @@ from ratatoskr.sqlite.driver import (
     translate_errors,
 )
 from ratatoskr.sqlite.errors import (
+    ForeignDatabase,
     SchemaMismatch,
     SchemaTooNew,
     StorageCorrupt,
@@ -41,6 +42,7 @@ __all__ = [
     "ConnectionOptions",
     "Database",
     "DatabaseReport",
+    "ForeignDatabase",
     "IdempotencyLedger",
     "LedgerEntry",
     "MetaSetting",

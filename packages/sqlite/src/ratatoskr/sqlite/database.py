@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ratatoskr.sqlite.migrations import (
     apply_migrations,
     ensure_meta,
     read_meta,
+    recorded_planes,
     schema_version,
 )
 
@@ -197,6 +199,10 @@ class DatabaseReport:
     schema_version: int = 0
     meta: dict[str, str] = field(default_factory=dict)
     integrity: str = "not checked"
+    # Every plane whose migrations the file records (a plane's file holds only its own).
+    planes: tuple[str, ...] = ()
+    # Permission bits of the file (``stat.S_IMODE``).
+    mode: int = 0
 
 
 def inspect_database(
@@ -208,6 +214,7 @@ def inspect_database(
     """
     if not os.path.exists(path):
         return DatabaseReport(path=path, exists=False)
+    mode = stat.S_IMODE(os.stat(path).st_mode)
     # Not `connect`: no pragma may change the file. Read-write when allowed, because a
     # read-only reader of a WAL database leaves -wal/-shm files behind, while the last
     # read-write connection removes them on close, leaving the directory as it was.
@@ -232,6 +239,8 @@ def inspect_database(
                 schema_version=schema_version(conn, plane),
                 meta=meta,
                 integrity=integrity,
+                planes=recorded_planes(conn),
+                mode=mode,
             )
     finally:
         conn.close()

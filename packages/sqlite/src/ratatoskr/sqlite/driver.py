@@ -8,6 +8,7 @@ current SQLite with extension loading on every platform it ships wheels for.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -79,7 +80,11 @@ def connect(path: str, options: ConnectionOptions | None = None) -> apsw.Connect
         if opts.readonly
         else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
     )
-    flags |= apsw.SQLITE_OPEN_URI
+    # No SQLITE_OPEN_URI: a configured "file:x.db?…" is refused by the provider, and a
+    # URI's parameters (a shared cache, another vfs) could bypass the one-file-per-plane
+    # and deleted-file rules.
+    if path != MEMORY_PATH and not opts.readonly:
+        _create_owner_only(path)
     with translate_errors():
         conn = apsw.Connection(path, flags=flags)
         try:
@@ -102,6 +107,18 @@ def connect(path: str, options: ConnectionOptions | None = None) -> apsw.Connect
             conn.close()
             raise
     return conn
+
+
+def _create_owner_only(path: str) -> None:
+    """Create a missing database file as 0600 whatever the umask: it holds what agents
+    remember about people, and SQLite gives its -wal and -shm files the same mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite's own open reports the problem, typed
+    os.close(fd)
 
 
 def _checked_synchronous(value: str) -> str:

@@ -31,6 +31,10 @@ class SchemaTooNew(StorageError):
     """The file holds migrations this code does not know (written by a newer release)."""
 
 
+class ForeignDatabase(StorageError):
+    """The file belongs to another plane (each plane has a file of its own)."""
+
+
 class StorageFull(StorageError):
     """The disk (or the configured page limit) is full; the transaction was rolled back."""
 

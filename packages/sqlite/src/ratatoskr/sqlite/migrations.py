@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import apsw
 
-from ratatoskr.sqlite.errors import SchemaMismatch, SchemaTooNew
+from ratatoskr.sqlite.errors import ForeignDatabase, SchemaMismatch, SchemaTooNew
 
 VERSION_TABLE = "ratatoskr_schema"
 META_TABLE = "ratatoskr_meta"
@@ -48,6 +48,14 @@ def _check_sequence(migrations: Sequence[Migration]) -> None:
         raise ValueError("migrations must be numbered 1, 2, 3, … without gaps")
 
 
+def recorded_planes(conn: apsw.Connection) -> tuple[str, ...]:
+    """Every plane whose migrations ``conn``'s file records, sorted."""
+    if not conn.table_exists(None, VERSION_TABLE):
+        return ()
+    rows = conn.execute(f"SELECT DISTINCT plane FROM {VERSION_TABLE} ORDER BY plane").fetchall()
+    return tuple(str(r[0]) for r in rows)
+
+
 def schema_version(conn: apsw.Connection, plane: str) -> int:
     """The highest migration applied for ``plane`` (0 for a fresh file)."""
     if not conn.table_exists(None, VERSION_TABLE):
@@ -69,6 +77,9 @@ def apply_migrations(conn: apsw.Connection, plane: str, migrations: Sequence[Mig
     Must run inside a write transaction. Raises SchemaTooNew when the file is ahead.
     """
     _check_sequence(migrations)
+    others = [p for p in recorded_planes(conn) if p != plane]
+    if others:
+        raise ForeignDatabase(f"the file holds the {others[0]} plane, not {plane}")
     conn.execute(_BOOTSTRAP)
     current = schema_version(conn, plane)
     if current > len(migrations):
