@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import stat
 import struct
@@ -231,6 +232,19 @@ def test_explicit_cap(store: VmpStore) -> None:
     for bad in (0, -1):
         with pytest.raises(ValueError, match="at least 1"):
             build_vmp_app(store, api_key=API_KEY, max_snapshot_bytes=bad)
+
+
+def test_a_download_larger_than_the_cap_is_warned_about(
+    store: VmpStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = len(store.snapshot())
+    for cap, warned in ((size, False), (size - 1, True)):
+        caplog.clear()
+        app = build_vmp_app(store, api_key=API_KEY, max_snapshot_bytes=cap)
+        with TestClient(app, headers=AUTH) as http, caplog.at_level(logging.WARNING):
+            assert http.get("/v1/snapshot/download").status_code == 200
+        assert ("exceeds the upload cap" in caplog.text) is warned
+    assert '"a"' not in caplog.text  # sizes only, never content
 
 
 def test_chunked_uploads(store: VmpStore) -> None:

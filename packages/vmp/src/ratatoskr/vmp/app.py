@@ -292,6 +292,14 @@ def build_vmp_app(
 
     async def snapshot_download(request: Request) -> Response:
         blob = await _in_thread(store.snapshot)
+        if len(blob) > snapshot_cap:
+            # A backup this server would refuse to take back: say so while it is made.
+            logger.warning(
+                "vmp: a snapshot of %d bytes exceeds the upload cap of %d bytes;"
+                " raise the cap to restore it here",
+                len(blob),
+                snapshot_cap,
+            )
         return Response(blob, media_type="application/octet-stream")
 
     async def snapshot_upload(request: Request) -> Response:
