@@ -86,6 +86,39 @@ def test_reads_outside_grant_look_absent(memory_wire: Wire, memory_store: SpyMem
     assert memory_wire.ok("get", {"chunk_id": "theirs"})["id"] == "theirs"
 
 
+class CountingStore(InMemoryMemoryStore):
+    """Counts the record bodies it reads."""
+
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.bodies_read = 0
+
+    def get(self, chunk_id: str) -> dict[str, Any] | None:
+        self.bodies_read += 1
+        return super().get(chunk_id)
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
+        self.bodies_read += len(ids)
+        return super().get_many(ids)
+
+
+@pytest.mark.parametrize("verb", ["get", "get_many", "delete_many"])
+def test_out_of_grant_ids_are_decided_from_scopes_alone(verb: str) -> None:
+    """Visibility is decided before any body is fetched: reading ids that exist in
+    another tenant costs what absent ids cost (no timing tells them apart)."""
+    store = CountingStore()
+    seed_memory(store)
+    ctx = DispatchContext(actor="a", scope=GRANT, verb=verb)
+    args: dict[str, Any] = (
+        {"chunk_id": "theirs"} if verb == "get" else {"ids": ["theirs", "global", "nope"]}
+    )
+    env = {"wire_version": "0.6", "call_id": "c", "verb": verb, "args": args}
+    out = dispatch_memory_call(store, env, ctx)
+    assert out in (None, [], {"deleted": 0})
+    assert store.bodies_read == 0
+    assert len(InMemoryMemoryStore.get_many(store, ["theirs", "global"])) == 2
+
+
 def test_delete_outside_grant_deletes_and_counts_nothing(
     memory_wire: Wire, memory_store: SpyMemoryStore
 ) -> None:

@@ -45,6 +45,9 @@ class Exploding(SpyMemoryStore):
     def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
         raise RuntimeError(f"boom {CONTENT} {SCOPE} {EMB}")
 
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        raise RuntimeError(f"boom {CONTENT} {SCOPE} {EMB}")
+
 
 @pytest.fixture
 def collected(caplog: pytest.LogCaptureFixture) -> Iterator[Collect]:

@@ -37,8 +37,8 @@ from bifrost.dispatch import (
 from bifrost.envelope import Envelope
 from bifrost.errors import UnsupportedVerb
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
-from bifrost.memory.protocol import MemoryDataStore
-from bifrost.memory.validation import record_id, validate_records_common
+from bifrost.memory.protocol import MemoryDataStore, ScopeLookup
+from bifrost.memory.validation import record_id, validate_id, validate_records_common
 from bifrost.scope import apply_grant, inside_grant, validate_scope
 
 __all__ = ["MEMORY_VERBS", "dispatch_memory_call", "memory_handshake"]
@@ -68,6 +68,16 @@ MEMORY_VERBS: tuple[str, ...] = tuple(_SPECS)
 
 def _visible(record: Mapping[str, Any], grant: Mapping[str, str]) -> bool:
     return inside_grant(record_scope_of(record), grant)
+
+
+def _visible_ids(store: MemoryDataStore, ids: list[str], grant: Mapping[str, str]) -> list[str]:
+    """``ids`` the grant may see, decided from scopes alone when the store can tell them
+    (:class:`ScopeLookup`), so out-of-grant ids cost what absent ids cost; else all of
+    them (the records fetched are filtered afterwards)."""
+    if not grant or not isinstance(store, ScopeLookup):
+        return ids
+    scopes = store.scopes_of(ids)
+    return [i for i in ids if i in scopes and inside_grant(scopes[i], grant)]
 
 
 def _upsert(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
@@ -134,14 +144,23 @@ def dispatch_memory_call(
     if verb == "search":
         return _search(store, args, ctx)
     if verb == "get":
-        rec = store.get(args["chunk_id"])
+        chunk_id = args["chunk_id"]
+        if grant and isinstance(store, ScopeLookup):
+            validate_id(chunk_id, "chunk_id")  # the store's own message for a bad id
+            if not _visible_ids(store, [chunk_id], grant):
+                return None
+        rec = store.get(chunk_id)
         return rec if rec is None or _visible(rec, grant) else None
     if verb == "get_many":
-        return [r for r in store.get_many(args["ids"]) if _visible(r, grant)]
+        ids = _visible_ids(store, args["ids"], grant)
+        return [r for r in store.get_many(ids) if _visible(r, grant)] if ids else []
     # delete_many
     ids = args["ids"]
     if grant:
-        ids = [record_id(r) for r in store.get_many(ids) if _visible(r, grant)]
+        if isinstance(store, ScopeLookup):
+            ids = _visible_ids(store, ids, grant)
+        else:
+            ids = [record_id(r) for r in store.get_many(ids) if _visible(r, grant)]
     return store.delete_many(ids)
 
 

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from bifrost.context import DispatchContext
 
-__all__ = ["MemoryDataStore"]
+__all__ = ["MemoryDataStore", "ScopeLookup"]
 
 
 @runtime_checkable
@@ -55,3 +55,17 @@ class MemoryDataStore(Protocol):
     def get_many(self, ids: list[str]) -> list[dict[str, Any]]: ...
 
     def delete_many(self, ids: list[str]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ScopeLookup(Protocol):
+    """Optional: a store that can tell each record's scope without reading the record.
+
+    With it the library decides visibility under a grant *before* fetching bodies,
+    so reading ids that exist in another tenant costs what absent ids cost (it would
+    otherwise tell a read-only token, by timing, which ids exist elsewhere).
+    ``scopes_of`` validates ``ids`` as ``get_many`` does and returns ``{id: scope}``
+    for the ids that exist.
+    """
+
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]: ...

@@ -177,6 +177,12 @@ class InMemoryMemoryStore:
         with self._lock:
             return [r for r in (self._read(cid) for cid in wanted) if r is not None]
 
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        """``{id: scope}`` of the ids that exist (``ScopeLookup``)."""
+        wanted = validate_ids(ids, max_batch=self.max_batch)
+        with self._lock:
+            return {cid: dict(self._chunks[cid].scope) for cid in wanted if cid in self._chunks}
+
     def delete_many(self, ids: list[str]) -> dict[str, Any]:
         wanted = set(validate_ids(ids, max_batch=self.max_batch))
         with self._lock:
