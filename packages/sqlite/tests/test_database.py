@@ -236,3 +236,32 @@ def test_apsw_bundles_extension_loading() -> None:
     conn = apsw.Connection(":memory:")
     conn.enable_load_extension(True)
     conn.close()
+
+
+def test_the_wal_is_bounded_once_readers_let_go(tmp_path: Path) -> None:
+    """A WAL that grew under a long reader is truncated to journal_size_limit after the
+    next resetting checkpoint (SQLite never shrinks it otherwise)."""
+    limit = 256 * 1024
+    db = Database(
+        str(tmp_path / "w.db"),
+        plane="w",
+        migrations=[Migration(1, "t", "CREATE TABLE t (x BLOB)")],
+        options=ConnectionOptions(journal_size_limit=limit),
+    )
+    wal = tmp_path / "w.db-wal"
+    reader = db._reader()  # a reader holding an old snapshot keeps the WAL growing
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchall()
+    for _ in range(400):
+        with db.write() as conn:
+            conn.execute("INSERT INTO t VALUES (zeroblob(8192))")
+    grown = wal.stat().st_size
+    assert grown > 4 * limit
+    reader.execute("COMMIT")
+    # Ordinary writes: the automatic checkpoint completes now, and the write after it
+    # restarts the WAL, truncated to the limit.
+    for _ in range(3):
+        with db.write() as conn:
+            conn.execute("DELETE FROM t WHERE rowid IN (SELECT rowid FROM t LIMIT 1)")
+    assert wal.stat().st_size <= limit
+    db.close()

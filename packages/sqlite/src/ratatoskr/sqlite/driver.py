@@ -40,6 +40,10 @@ class ConnectionOptions:
     # kills the whole process with SIGBUS on the next read (every plane of a combined
     # provider at once); with read() calls the same damage is a StorageCorrupt error.
     mmap_size: int = 0
+    # A WAL that grew while readers held old snapshots is truncated back to this many
+    # bytes after the next checkpoint that resets it (SQLite never shrinks it otherwise:
+    # 4 MB became 98 MB under long reads and stayed).
+    journal_size_limit: int = 64 * 1024 * 1024
     load_vec: bool = False
     readonly: bool = False
     max_page_count: int | None = None
@@ -98,6 +102,7 @@ def connect(path: str, options: ConnectionOptions | None = None) -> apsw.Connect
                 if str(mode).lower() != "wal":
                     raise StorageUnavailable("could not switch the database to WAL mode")
             conn.execute(f"PRAGMA synchronous={_checked_synchronous(opts.synchronous)}")
+            conn.execute(f"PRAGMA journal_size_limit={int(opts.journal_size_limit)}")
             conn.execute("PRAGMA foreign_keys=ON")
             if path != MEMORY_PATH:
                 conn.execute(f"PRAGMA mmap_size={int(opts.mmap_size)}")
