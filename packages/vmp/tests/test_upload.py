@@ -13,10 +13,12 @@ import os
 import stat
 import struct
 import tempfile
+import time
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
@@ -267,6 +269,23 @@ def test_counting_caps_a_body_even_before_its_header_is_in(store: VmpStore) -> N
 # -- what the app reads: a raw ASGI driver that counts --------------------------------
 
 
+def upload_scope(headers: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": UPLOAD,
+        "raw_path": UPLOAD.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in {**AUTH, **headers}.items()],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
+
+
 def drive(app: Starlette, headers: dict[str, str], chunks: list[bytes]) -> tuple[int, Any, int]:
     """POST ``chunks`` to the upload route one ASGI message each; the status, the JSON
     answer and how many body messages the app pulled."""
@@ -288,20 +307,7 @@ def drive(app: Starlette, headers: dict[str, str], chunks: list[bytes]) -> tuple
     async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": UPLOAD,
-        "raw_path": UPLOAD.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in {**AUTH, **headers}.items()],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = upload_scope(headers)
     asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return sent[0]["status"], json.loads(body), pulled
@@ -381,6 +387,35 @@ def test_an_upload_cut_short_is_refused(store: VmpStore) -> None:
     asyncio.run(app(scope, receive, send))
     assert sent[0]["status"] == 400
     assert store.state_hash() == before
+
+
+def test_a_cancelled_upload_still_closes_its_spool(
+    store: VmpStore, spools: list[IO[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server cancels a request whose client went away; the spool must not wait
+    for the garbage collector."""
+    real = store.restore_from_file
+
+    def slow(file: IO[bytes]) -> None:
+        time.sleep(0.3)
+        real(file)
+
+    monkeypatch.setattr(store, "restore_from_file", slow)
+    app = build_vmp_app(store, api_key=API_KEY)
+    message = {"type": "http.request", "body": snapshot_of(2), "more_body": False}
+
+    async def receive() -> dict[str, Any]:
+        return message
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        pass
+
+    async def main() -> None:
+        with anyio.move_on_after(0.1):  # while the restore runs
+            await app(upload_scope(SNAPSHOT_BODY), receive, send)
+
+    anyio.run(main)
+    assert len(spools) == 1 and spools[0].closed
 
 
 # -- the spool file --------------------------------------------------------------------

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Collection
 from typing import IO, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
@@ -320,7 +321,9 @@ def build_vmp_app(
             await _in_thread(spool.seek, 0)
             await _in_thread(store.restore_from_file, spool)
         finally:
-            await _in_thread(spool.close)
+            # Shielded: a cancelled request (client gone) must still free the spool now.
+            with anyio.CancelScope(shield=True):
+                await _in_thread(spool.close)
         return JSONResponse({"success": True})
 
     async def proof_state(request: Request) -> Response:
