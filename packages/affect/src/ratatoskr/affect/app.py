@@ -16,6 +16,7 @@ from bifrost.consumer import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_CONTAINERS,
     AppHooks,
+    BodyBudget,
     ConsumerRegistration,
 )
 from bifrost.consumer import build_affect_app as _build_affect_app
@@ -40,6 +41,7 @@ def build_affect_provider_app(
     max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
     clock: Callable[[], float] = time.time,
     hooks: AppHooks | None = None,
+    body_budget: BodyBudget | None = None,
 ) -> Starlette:
     """The standalone affect app (``POST /bifrost/handshake``, ``POST /bifrost/affect-call``).
 
@@ -67,4 +69,4 @@ def build_affect_provider_app(
         max_body_bytes=max_body_bytes,
         max_json_containers=max_json_containers,
     )
-    return _build_affect_app(store, verifier, registration, hooks=hooks)
+    return _build_affect_app(store, verifier, registration, hooks=hooks, body_budget=body_budget)

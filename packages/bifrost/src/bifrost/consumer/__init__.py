@@ -7,6 +7,7 @@ from bifrost.consumer.app import (
     build_affect_app,
     build_memory_app,
 )
+from bifrost.consumer.budget import DEFAULT_MAX_INFLIGHT_BODY_BYTES, BodyBudget
 from bifrost.consumer.registration import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_CONTAINERS,
@@ -15,8 +16,10 @@ from bifrost.consumer.registration import (
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_INFLIGHT_BODY_BYTES",
     "DEFAULT_MAX_JSON_CONTAINERS",
     "AppHooks",
+    "BodyBudget",
     "CallRecord",
     "ConsumerRegistration",
     "TokenVerifier",

@@ -42,6 +42,7 @@ from starlette.routing import Route
 from bifrost.affect.dispatch import affect_handshake, dispatch_affect_call
 from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth.verifier import Claims, PendingToken
+from bifrost.consumer.budget import BodyBudget
 from bifrost.consumer.registration import ConsumerRegistration
 from bifrost.context import DispatchContext
 from bifrost.dispatch import safe_name
@@ -107,6 +108,21 @@ class _Plane:
     dispatch: _Dispatch
     handshake: _Dispatch
     hooks: AppHooks = field(default_factory=AppHooks)
+    budget: BodyBudget | None = None
+
+
+def _declared_size(request: Request, limit: int) -> int:
+    """The body size to reserve: its Content-Length, else the limit (→ 413 past it)."""
+    length = request.headers.get("content-length")
+    if length is None:
+        return limit
+    try:
+        declared = int(length)
+    except ValueError:
+        raise MalformedEnvelope("invalid Content-Length") from None
+    if declared > limit:
+        raise PayloadTooLarge(f"body larger than {limit} bytes")
+    return max(declared, 0)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -195,6 +211,10 @@ def _pipeline(
     return _render({"ok": True, "call_id": env.call_id, "result": result})
 
 
+def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext() if budget is None else budget.reserve(size)
+
+
 def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitable[Response]]:
     route = "handshake" if handshake else f"{plane.name}-call"
 
@@ -205,10 +225,13 @@ def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitabl
         try:
             pending = plane.verifier.check_headers(_bearer(request), plane=plane.name)
             _require_json(request)
-            body = await _read_body(request, plane.registration.max_body_bytes)
-            content = await anyio.to_thread.run_sync(
-                _pipeline, plane, body, pending, handshake, facts
-            )
+            limit = plane.registration.max_body_bytes
+            async with _reserved(plane.budget, _declared_size(request, limit)):
+                body = await _read_body(request, limit)
+                content = await anyio.to_thread.run_sync(
+                    _pipeline, plane, body, pending, handshake, facts
+                )
+                del body
             status = 200
             response = _json_response(status, content)
         except Exception as exc:  # the single error rendering point
@@ -294,11 +317,14 @@ def build_memory_app(
     hooks: AppHooks | None = None,
     *,
     lifespan: Lifespan | None = None,
+    body_budget: BodyBudget | None = None,
 ) -> Starlette:
     """The memory plane app. ``store`` is required (INV-008): ``None`` or an
     object lacking the ``MemoryDataStore`` methods → ``TypeError``.
     ``maintenance_store`` is kept on ``app.state`` only: no maintenance verb is
-    served by this version (they answer ``memory.unsupported_verb``)."""
+    served by this version (they answer ``memory.unsupported_verb``).
+    ``body_budget`` bounds the body bytes in flight (share one across the apps of a
+    process; None: no bound beyond ``registration.max_body_bytes`` per call)."""
     if store is None:
         raise TypeError("build_memory_app requires a store (INV-008)")
     if not isinstance(store, MemoryDataStore):
@@ -312,6 +338,7 @@ def build_memory_app(
             dispatch_memory_call,
             memory_handshake,
             hooks or AppHooks(),
+            body_budget,
         ),
         lifespan,
         maintenance_store,
@@ -326,6 +353,7 @@ def build_affect_app(
     hooks: AppHooks | None = None,
     *,
     lifespan: Lifespan | None = None,
+    body_budget: BodyBudget | None = None,
 ) -> Starlette:
     """The affect plane app; same contract as :func:`build_memory_app`."""
     if store is None:
@@ -341,6 +369,7 @@ def build_affect_app(
             dispatch_affect_call,
             affect_handshake,
             hooks or AppHooks(),
+            body_budget,
         ),
         lifespan,
         maintenance_store,

@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
+from bifrost.consumer import BodyBudget
 from ratatoskr.affect import build_affect_provider_app
 from ratatoskr.memory import build_memory_provider_app
 from ratatoskr.provider.planes import OpenPlanes, open_planes
@@ -41,6 +42,8 @@ class _WireOptions(TypedDict):
 def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starlette]:
     """One Starlette app per open plane, each configured from ``settings``."""
     apps: dict[str, Starlette] = {}
+    # One budget for the bodies in flight across every plane of this process.
+    budget = BodyBudget(settings.max_inflight_body_bytes)
     wire = _WireOptions(
         issuer=settings.issuer,
         max_lifetime_s=settings.token_max_lifetime_s,
@@ -54,6 +57,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             settings.heimdall_key_bytes(),
             settings.consumer_id,
             replay_cache=opened.replay.get("memory"),
+            body_budget=budget,
             **wire,
         )
     if opened.affect is not None:
@@ -62,6 +66,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             settings.heimdall_key_bytes(),
             settings.consumer_id,
             replay_cache=opened.replay.get("affect"),
+            body_budget=budget,
             **wire,
         )
     if opened.vmp is not None:

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="Largest request body accepted (larger → 413)."
     )
+    max_inflight_body_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Request-body bytes a process holds at once across all calls; calls past "
+        "it wait for room instead of growing memory.",
+    )
     max_batch: int = Field(
         1000, ge=1, description="Most records or ids in one upsert / put / get_many / delete."
     )
