@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 
 from .conftest import Server, start_server

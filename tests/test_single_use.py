@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 
 from bifrost.client import BifrostClient, mint_token
@@ -223,7 +223,7 @@ def _serving_pid(client: httpx.Client, base: str, workers: list[psutil.Process])
     for worker in workers:
         for conn in worker.net_connections("tcp"):
             if conn.raddr and conn.raddr.port == port:
-                return worker.pid
+                return int(worker.pid)
     raise AssertionError("no worker holds the connection")
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 
 from .conftest import start_server

@@ -274,7 +274,8 @@ def _vmp(tmp_path: Path, soaking: bool) -> None:
                 blob = raw if raw is not None else store.snapshot()
                 if mutation is not None:
                     blob = _mutate(blob, *mutation)
-                response = client.post(path, content=blob, headers=auth)
+                upload = {**auth, "Content-Type": "application/octet-stream"}
+                response = client.post(path, content=blob, headers=upload)
             elif path == "/v1/memory/meta/get":
                 target = body.get("target_id") if isinstance(body, dict) else body
                 params = {"target_id": target if isinstance(target, str) else json.dumps(target)}
@@ -283,7 +284,8 @@ def _vmp(tmp_path: Path, soaking: bool) -> None:
                 response = client.get(path, headers=auth)
             else:
                 content = raw if raw is not None else json.dumps(body, allow_nan=False).encode()
-                response = client.post(path, content=content, headers=auth)
+                as_json = {**auth, "Content-Type": "application/json"}
+                response = client.post(path, content=content, headers=as_json)
             status = response.status_code
             if status == 200:
                 outcomes["200"] += 1

@@ -554,7 +554,7 @@ def test_json_edge_cases_on_vmp(server: Server, http: httpx.Client, tally: Tally
     with vmp_client(base(server, "vmp")) as vmp:
         records, state = vmp.health()["records"], vmp.state_hash()
     route = f"{server.base_url}/vmp/v1/memory/upsert_vector"
-    auth = {"authorization": f"Bearer {VMP_KEY}"}
+    auth = {"authorization": f"Bearer {VMP_KEY}", "content-type": "application/json"}
     bodies = {
         "NaN": b'{"vector":[NaN,1,2,3]}',
         "Infinity": b'{"vector":[Infinity,1,2,3]}',

@@ -116,9 +116,11 @@ class Traffic:
     def vmp(
         self, method: str, path: str, *, expect: int, key: str = VMP_KEY, **kw: Any
     ) -> httpx.Response:
-        response = self.http.request(
-            method, f"{self.base}/vmp{path}", headers={"authorization": f"Bearer {key}"}, **kw
-        )
+        headers = {"authorization": f"Bearer {key}"}
+        if "content" in kw:
+            upload = path == "/v1/snapshot/upload"
+            headers["content-type"] = "application/octet-stream" if upload else "application/json"
+        response = self.http.request(method, f"{self.base}/vmp{path}", headers=headers, **kw)
         assert response.status_code == expect, (path, response.status_code, response.text)
         self._keep(response, tenant_b=False) if response.content else None
         return response

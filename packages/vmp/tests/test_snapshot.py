@@ -255,7 +255,7 @@ def test_a_file_changed_between_check_and_write_is_rolled_back(
     blob = big_blob(3000)
     path = tmp_path / "snap.bin"
     path.write_bytes(blob)
-    real = store_module.open_snapshot
+    real = store_module.open_snapshot  # type: ignore[attr-defined]  # patched where it is used
 
     def tamper(file: Any, **kwargs: Any) -> Any:
         if change == "another valid snapshot":

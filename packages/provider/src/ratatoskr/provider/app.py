@@ -76,6 +76,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             api_key=key,
             allow_no_key=is_loopback_host(settings.host),
             max_body_bytes=settings.max_body_bytes,
+            max_snapshot_bytes=settings.vmp_max_snapshot_bytes,
         )
     return apps
 

@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     vmp_max_records: int = Field(
         1_000_000, ge=1, description="VMP capacity; upserts beyond it answer 507."
     )
+    vmp_max_snapshot_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="Largest VMP snapshot upload (larger → 413, refused before it is read); "
+        "unset: 76 + VMP_MAX_RECORDS × (47 + 4·VMP_DIM + 2048), 2,159,000,076 for the defaults.",
+    )
     heimdall_key: SecretStr | None = Field(
         None, description="HS256 key shared with Heimdall, which signs every per-call JWT."
     )
