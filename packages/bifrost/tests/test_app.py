@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -154,6 +155,51 @@ def test_slow_store_does_not_stall_the_loop() -> None:
     assert finished["search"] >= 1.0
     assert finished["health"] < 0.5
     assert finished["health"] < finished["search"]
+
+
+class TimedSearchStore(SpyMemoryStore):
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.spans: dict[int, tuple[float, float]] = {}
+
+    def search(self, vector: list[float], **kw: Any) -> list[dict[str, Any]]:
+        start = time.perf_counter()
+        time.sleep(0.3)
+        self.spans[kw["top_k"]] = (start, time.perf_counter())
+        return super().search(vector, **kw)
+
+
+def test_heavy_calls_take_turns_small_ones_do_not_wait() -> None:
+    """top_k >= 100 makes a call heavy: two of them never overlap under a one-slot gate,
+    while a small one runs beside them."""
+    store = TimedSearchStore()
+    app = build_memory_app(
+        store,
+        JwtVerifier(KEY),
+        ConsumerRegistration(),
+        heavy_calls=threading.BoundedSemaphore(1),
+    )
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+
+            async def go(top_k: int) -> None:
+                body = envelope_bytes("search", {"vector": [1.0] * DIM, "top_k": top_k})
+                token = mint_token(KEY, plane="memory", verb="search", body=body, actor="a")
+                headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+                resp = await client.post("/bifrost/memory-call", content=body, headers=headers)
+                assert resp.status_code == 200, resp.text
+
+            async with anyio.create_task_group() as tg:
+                for top_k in (100, 500, 5):
+                    tg.start_soon(go, top_k)
+
+    anyio.run(main)
+    (a0, a1), (b0, b1) = store.spans[100], store.spans[500]
+    assert a1 <= b0 or b1 <= a0  # the heavy ones took turns
+    small_start = store.spans[5][0]
+    assert small_start < max(a1, b1) - 0.1  # the small one did not queue behind both
 
 
 def test_state_exposes_store() -> None:

@@ -6,6 +6,7 @@ routes, token checks, envelope parsing, scope grants and error rendering.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ def build_affect_provider_app(
     clock: Callable[[], float] = time.time,
     hooks: AppHooks | None = None,
     body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
     """The standalone affect app (``POST /bifrost/handshake``, ``POST /bifrost/affect-call``).
 
@@ -69,4 +71,11 @@ def build_affect_provider_app(
         max_body_bytes=max_body_bytes,
         max_json_containers=max_json_containers,
     )
-    return _build_affect_app(store, verifier, registration, hooks=hooks, body_budget=body_budget)
+    return _build_affect_app(
+        store,
+        verifier,
+        registration,
+        hooks=hooks,
+        body_budget=body_budget,
+        heavy_calls=heavy_calls,
+    )

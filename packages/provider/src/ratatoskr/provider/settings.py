@@ -116,6 +116,14 @@ class Settings(BaseSettings):
         description="Request-body bytes a process holds at once across all calls; calls past "
         "it wait for room instead of growing memory.",
     )
+    max_heavy_calls: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Heavy calls (bodies of 256 KiB and more; top_k, limit or id lists of 100 "
+        "and more) running at once per process; the rest wait, so small calls keep their "
+        "latency.",
+    )
     max_batch: int = Field(
         1000, ge=1, description="Most records or ids in one upsert / put / get_many / delete."
     )
