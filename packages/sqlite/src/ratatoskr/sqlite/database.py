@@ -163,6 +163,17 @@ class Database:
         if self._identity is not None and _identity(self._abspath) != self._identity:
             raise StorageUnavailable("database file was removed or replaced while open")
 
+    def checkpoint(self) -> None:
+        """Copy what the WAL holds back into the database file without blocking writers
+        or readers (PASSIVE); what a reader still needs stays for a later round. Runs on
+        the calling thread's own connection, so this process's writes never wait for
+        its fsync."""
+        if self.is_memory:
+            return
+        conn = self._reader()
+        with translate_errors():
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def schema_version(self) -> int:
         """The plane's applied schema version."""
         with self.read() as conn:

@@ -44,6 +44,9 @@ class ConnectionOptions:
     # bytes after the next checkpoint that resets it (SQLite never shrinks it otherwise:
     # 4 MB became 98 MB under long reads and stayed).
     journal_size_limit: int = 64 * 1024 * 1024
+    # WAL pages after which a commit checkpoints (SQLite's default); 0: never in a
+    # commit, for a caller that checkpoints off its hot path.
+    wal_autocheckpoint: int = 1000
     load_vec: bool = False
     readonly: bool = False
     max_page_count: int | None = None
@@ -103,6 +106,7 @@ def connect(path: str, options: ConnectionOptions | None = None) -> apsw.Connect
                     raise StorageUnavailable("could not switch the database to WAL mode")
             conn.execute(f"PRAGMA synchronous={_checked_synchronous(opts.synchronous)}")
             conn.execute(f"PRAGMA journal_size_limit={int(opts.journal_size_limit)}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={int(opts.wal_autocheckpoint)}")
             conn.execute("PRAGMA foreign_keys=ON")
             if path != MEMORY_PATH:
                 conn.execute(f"PRAGMA mmap_size={int(opts.mmap_size)}")

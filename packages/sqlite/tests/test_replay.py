@@ -1,0 +1,106 @@
+"""The replay file: one jti accepted once across every instance on the file, expiry,
+bounded pruning, and checkpoints that keep the WAL small."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bifrost.auth import ReplayCache
+from ratatoskr.sqlite import SqliteReplayCache, replay_path
+from ratatoskr.sqlite.replay import PRUNE_BATCH
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "memory.db.replay")
+
+
+def test_it_is_a_replay_cache_and_a_jti_is_good_once_across_instances(path: str) -> None:
+    a, b = SqliteReplayCache(path), SqliteReplayCache(path)
+    try:
+        assert isinstance(a, ReplayCache)
+        assert not b.seen("j1", now=0.0)
+        assert a.check_and_add("j1", 100.0, now=0.0)
+        assert b.seen("j1", now=1.0)
+        assert not b.check_and_add("j1", 100.0, now=1.0)
+        assert not a.check_and_add("j1", 100.0, now=2.0)
+    finally:
+        a.close()
+        b.close()
+    reopened = SqliteReplayCache(path)  # a restart remembers
+    assert not reopened.check_and_add("j1", 100.0, now=3.0)
+    # Past its expiry the entry counts as forgotten (its token is unacceptable anyway).
+    assert not reopened.seen("j1", now=100.0)
+    assert reopened.check_and_add("j1", 500.0, now=100.0)
+    reopened.close()
+
+
+def test_concurrent_admission_of_one_jti_admits_exactly_one(path: str) -> None:
+    caches = [SqliteReplayCache(path) for _ in range(4)]
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def race(cache: SqliteReplayCache) -> None:
+        barrier.wait()
+        results.append(cache.check_and_add("same", time.time() + 300, time.time()))
+
+    threads = [threading.Thread(target=race, args=(caches[i % 4],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in caches:
+        c.close()
+    assert sorted(results) == [False] * 7 + [True]
+
+
+def test_pruning_is_bounded_per_insert(path: str) -> None:
+    cache = SqliteReplayCache(path)
+    for i in range(3 * PRUNE_BATCH):
+        cache.check_and_add(f"old{i}", 10.0, now=0.0)
+    assert len(cache) == 3 * PRUNE_BATCH
+    cache.check_and_add("new", 1000.0, now=50.0)  # every old entry has expired
+    assert len(cache) == 2 * PRUNE_BATCH + 1
+    for i in range(2):
+        cache.check_and_add(f"new{i}", 1000.0, now=50.0)
+    assert len(cache) == 3  # the expired ones went, PRUNE_BATCH per insert
+    cache.close()
+
+
+def test_file_is_owner_only_and_the_wal_is_checkpointed(path: str) -> None:
+    cache = SqliteReplayCache(path)
+    now = time.time()
+    for i in range(3000):
+        cache.check_and_add(f"j{i}", now + 300, now)
+    deadline = time.monotonic() + 10
+    wal = path + "-wal"
+    while time.monotonic() < deadline:
+        # A checkpointed WAL restarts from its start at the next commit: it stops growing.
+        before = os.path.getsize(wal)
+        cache.check_and_add(f"probe{time.monotonic()}", now + 300, now)
+        time.sleep(1.2)
+        cache.check_and_add(f"probe{time.monotonic()}", now + 300, now)
+        if os.path.getsize(wal) <= before:
+            break
+    else:
+        pytest.fail("the replay WAL kept growing: no checkpoint ran")
+    for name in (path, wal):
+        assert stat.S_IMODE(os.stat(name).st_mode) == 0o600
+    cache.close()
+
+
+def test_replay_path_is_beside_the_real_plane_file(tmp_path: Path) -> None:
+    real = tmp_path / "data" / "memory.db"
+    real.parent.mkdir()
+    real.touch()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    assert replay_path(str(link)) == str(real) + ".replay"
+    with pytest.raises(ValueError, match="in-memory"):
+        replay_path(":memory:")
