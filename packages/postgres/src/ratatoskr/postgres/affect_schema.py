@@ -1,0 +1,73 @@
+"""The affect plane's PostgreSQL schema: an append-only list of migrations.
+
+- ``affect_current``: one row per live key — the newest revision's record
+  (canonical JSON text), its scope as one column per lattice axis, ``revision``
+  and ``recorded_at``. Serves ``get``, ``get_many``, ``list`` and the revision
+  checks (its rows are what writers lock).
+- ``affect_history``: every revision of every live key, newest included,
+  ``PRIMARY KEY (key, revision)``: a history page is a backward range scan.
+- ``affect_idempotency``: the replay ledger.
+
+A btree ``(axis, key)`` per scope axis lets each conjunction of a ``list``
+filter walk its keys in key order from the cursor and stop after a page. Keys
+are ``COLLATE "C"``: code-point order, the order of the keyset cursor. Records
+keep the default TOAST storage: unlike the memory plane's embeddings, affect
+JSON compresses, and most records stay under the 2 KB where TOAST starts.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from ratatoskr.postgres.ledger import PostgresLedger
+from ratatoskr.postgres.migrations import Migration
+
+__all__ = ["CURRENT", "HISTORY", "LEDGER_TABLE", "PLANE", "ledger", "migrations"]
+
+PLANE = "affect"
+CURRENT = "affect_current"
+HISTORY = "affect_history"
+LEDGER_TABLE = "affect_idempotency"
+
+
+def _table(schema: str, name: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+
+
+def ledger(schema: str) -> PostgresLedger:
+    return PostgresLedger(_table(schema, LEDGER_TABLE), f"{LEDGER_TABLE}_expiry")
+
+
+def migrations(schema: str) -> list[Migration]:
+    """The migrations of an affect store in ``schema``."""
+    current = _table(schema, CURRENT)
+    v1 = sql.SQL(
+        "CREATE TABLE {current} ("
+        ' key text COLLATE "C" PRIMARY KEY,'
+        ' end_user text COLLATE "C",'
+        ' grp text COLLATE "C",'
+        ' tenant text COLLATE "C",'
+        ' agent_self text COLLATE "C",'
+        " revision bigint NOT NULL CHECK (revision >= 1),"
+        " record_json text NOT NULL,"
+        " recorded_at text NOT NULL);"
+        " CREATE TABLE {history} ("
+        ' key text COLLATE "C" NOT NULL,'
+        " revision bigint NOT NULL CHECK (revision >= 1),"
+        " record_json text NOT NULL,"
+        " recorded_at text NOT NULL,"
+        " PRIMARY KEY (key, revision));"
+        " {indexes};"
+        " {ledger}"
+    ).format(
+        current=current,
+        history=_table(schema, HISTORY),
+        indexes=sql.SQL("; ").join(
+            sql.SQL("CREATE INDEX {i} ON {t} ({c}, key)").format(
+                i=sql.Identifier(f"{CURRENT}_{column}"), t=current, c=sql.Identifier(column)
+            )
+            for column in ("end_user", "grp", "tenant", "agent_self")
+        ),
+        ledger=ledger(schema).create_sql(),
+    )
+    return [Migration(1, "current state, history, scope columns, ledger", v1)]

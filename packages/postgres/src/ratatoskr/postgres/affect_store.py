@@ -1,0 +1,387 @@
+"""The affect store on PostgreSQL: keyed affect state with every revision kept.
+
+Implements bifrost's ``AffectDataStore`` exactly. Every rule of the plane comes
+from ``bifrost.affect`` — the code the reference ``InMemoryAffectStore`` and the
+SQLite store run; this module owns persistence only. It reads ``key`` and
+``scope`` of a record and nothing else; the rest is kept as canonical JSON text
+and handed back equal.
+
+A ``put_many`` is one READ COMMITTED transaction: claim the idempotency id →
+lock the batch's current rows in key order (``FOR UPDATE``) → check
+``expected_revisions`` → upsert the current rows in key order with
+``revision = revision + 1 … RETURNING`` and check the expectations again
+against what was written (a key another transaction created after the lock
+was taken shows up there) → append the history rows → prune expired ledger
+entries (bounded) → the ledger's result. Reads are single statements, so each
+sees one snapshot; pages are keyset pages (never offsets).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg import Cursor, sql
+
+from bifrost.affect.protocol import AFFECT_CAPABILITIES
+from bifrost.affect.validation import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PAGE,
+    validate_history,
+    validate_key,
+    validate_keys,
+    validate_list,
+    validate_put,
+)
+from bifrost.context import DispatchContext
+from bifrost.errors import IdempotencyConflict, RevisionMismatch
+from bifrost.idempotency import (
+    canonical_json,
+    idempotency_id,
+    json_loads_exact,
+    request_digest,
+    ttl_seconds,
+)
+from bifrost.memory.validation import validate_expected_revisions
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from ratatoskr.postgres import affect_schema
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
+from ratatoskr.postgres.scope import AXIS_COLUMNS, conjunction_sql, conjunctions, scope_columns
+from ratatoskr.postgres.text import from_db, to_db
+
+__all__ = ["PostgresAffectStore", "open_postgres_affect_store", "rfc3339"]
+
+_PRUNE_PER_WRITE = 64
+_AXES = tuple(AXIS_COLUMNS.values())
+# Module-level because the class's ``list`` verb shadows the builtin inside it.
+_Items = list[dict[str, Any]]
+_Records = dict[str, dict[str, Any]]
+_Params = list[Any]
+_Parts = list[sql.Composable]
+
+
+def rfc3339(ts: float) -> str:
+    """UTC RFC 3339 with microseconds and a ``Z`` suffix: the reference store's format
+    (the parity tests compare stamps)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _view(record_json: Any, revision: Any, recorded_at: Any) -> dict[str, Any]:
+    record: dict[str, Any] = json_loads_exact(str(record_json))
+    return {**record, "revision": int(revision), "recorded_at": str(recorded_at)}
+
+
+class PostgresAffectStore:
+    """An affect store over one schema of a PostgreSQL server (see the module docstring)."""
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_page: int = DEFAULT_MAX_PAGE,
+        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_batch < 1 or max_page < 1 or max_scope_any < 1:
+            raise ValueError("max_batch, max_page and max_scope_any must be positive")
+        self._db = db
+        self.max_batch = max_batch
+        self.max_page = max_page
+        self.max_scope_any = max_scope_any
+        self._clock = clock
+        self._ledger = affect_schema.ledger(db.schema)
+        cur_t = db.table(affect_schema.CURRENT)
+        hist_t = db.table(affect_schema.HISTORY)
+        self._current = cur_t
+        axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
+        self._lock_sql = sql.SQL(
+            "SELECT key, revision FROM {t} WHERE key = ANY(%s) ORDER BY key FOR UPDATE"
+        ).format(t=cur_t)
+        # unnest keeps the arrays' order, so rows are written (and locked) in key order.
+        self._upsert_sql = sql.SQL(
+            "INSERT INTO {t} AS c (key, {axes}, revision, record_json, recorded_at)"
+            " SELECT k, e, g, n, a, 1, r, s FROM unnest("
+            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
+            " AS u(k, e, g, n, a, r, s)"
+            " ON CONFLICT (key) DO UPDATE SET {sets}, revision = c.revision + 1,"
+            " record_json = EXCLUDED.record_json, recorded_at = EXCLUDED.recorded_at"
+            " RETURNING key, revision"
+        ).format(
+            t=cur_t,
+            axes=axes,
+            sets=sql.SQL(", ").join(
+                sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
+            ),
+        )
+        self._history_sql = sql.SQL(
+            "INSERT INTO {t} (key, revision, record_json, recorded_at)"
+            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[])"
+        ).format(t=hist_t)
+        self._fetch_sql = sql.SQL(
+            "SELECT key, record_json, revision, recorded_at FROM {t} WHERE key = ANY(%s)"
+        ).format(t=cur_t)
+        self._page_sql = sql.SQL(
+            "SELECT revision, record_json, recorded_at FROM {t}"
+            " WHERE key = %s AND revision < %s ORDER BY revision DESC LIMIT %s"
+        ).format(t=hist_t)
+        self._delete_current_sql = sql.SQL(
+            "DELETE FROM {t} WHERE key = ANY(%s) RETURNING key"
+        ).format(t=cur_t)
+        self._delete_history_sql = sql.SQL("DELETE FROM {t} WHERE key = ANY(%s)").format(t=hist_t)
+
+    # -- descriptors -----------------------------------------------------------------
+
+    def describe_store(self) -> dict[str, Any]:
+        """Exactly the affect capability dict of the spec."""
+        return copy.deepcopy(AFFECT_CAPABILITIES)
+
+    def health(self) -> dict[str, Any]:
+        """Static facts plus a round trip to the server; never counts of data.
+
+        Raises StorageError subclasses when the server cannot be reached."""
+        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall())
+        return {
+            "status": "ok",
+            "plane": affect_schema.PLANE,
+            "max_batch": self.max_batch,
+            "max_page": self.max_page,
+        }
+
+    # -- writes ----------------------------------------------------------------------
+
+    def put_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Append the next revision of every record's key, atomically and idempotently.
+
+        Returns ``{"written": N, "replayed": bool}``. Raises InvalidArguments,
+        IdempotencyConflict, RevisionMismatch (first failing key of
+        ``expected_revisions``, in its order); nothing is written on any error.
+        """
+        items = validate_put(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            max_batch=self.max_batch,
+        )
+        expected = validate_expected_revisions(expected_revisions, {it.key for it in items})
+        digest = request_digest(records, expected_revisions)
+        ledger_id = idempotency_id("put_many", ctx.actor, idempotency_key)
+        now = self._clock()
+        expires_at = now + ttl_seconds(idempotency_class)
+        stamp = rfc3339(now)
+        ordered = sorted(items, key=lambda it: to_db(it.key))
+        keys = [to_db(it.key) for it in ordered]
+        bodies = [canonical_json(it.record).decode("utf-8") for it in ordered]
+        columns = list(zip(*(scope_columns(it.scope) for it in ordered), strict=True)) or [
+            () for _ in _AXES
+        ]
+        result: dict[str, Any] = {"written": len(items), "replayed": False}
+
+        def write(cur: Cursor[Any]) -> dict[str, Any]:
+            entry = self._ledger.claim(
+                cur, ledger_id, digest=digest, expires_at=expires_at, now=now
+            )
+            if entry is not None:
+                if entry.digest != digest:
+                    raise IdempotencyConflict("idempotency key reused with a different request")
+                return {**entry.result, "replayed": True}
+            if keys:
+                cur.execute(self._lock_sql, (keys,))
+                heads = {from_db(str(k)): int(rev) for k, rev in cur.fetchall()}
+                for key, wanted in expected.items():
+                    actual = heads.get(key, 0)
+                    if actual != wanted:
+                        raise RevisionMismatch(key, wanted, actual)
+                cur.execute(
+                    self._upsert_sql,
+                    (keys, *(list(c) for c in columns), bodies, [stamp] * len(keys)),
+                )
+                written = {str(k): int(rev) for k, rev in cur.fetchall()}
+                for key, wanted in expected.items():
+                    # Created by another transaction after our lock was taken.
+                    got = written[to_db(key)]
+                    if got != wanted + 1:
+                        raise RevisionMismatch(key, wanted, got - 1)
+                cur.execute(
+                    self._history_sql,
+                    (keys, [written[k] for k in keys], bodies, [stamp] * len(keys)),
+                )
+            self._ledger.prune(cur, now=now, limit=_PRUNE_PER_WRITE)
+            self._ledger.finish(cur, ledger_id, result)
+            return dict(result)
+
+        return self._db.run(write, mode="write")
+
+    def delete_many(self, keys: list[str]) -> dict[str, Any]:
+        """Erase the current state and all history of each key, in one transaction.
+
+        Returns ``{"deleted": N}``, N the distinct keys that existed. Raises InvalidArguments.
+        """
+        wanted = sorted({to_db(k) for k in validate_keys(keys, max_batch=self.max_batch)})
+        if not wanted:
+            return {"deleted": 0}
+
+        def delete(cur: Cursor[Any]) -> int:
+            # Current rows first: they are what writers lock, in the same key order.
+            cur.execute(self._delete_current_sql, (wanted,))
+            present = [str(r[0]) for r in cur.fetchall()]
+            if present:
+                cur.execute(self._delete_history_sql, (present,))
+            return len(present)
+
+        return {"deleted": self._db.run(delete, mode="write")}
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The current record plus ``revision`` and ``recorded_at``, or None.
+
+        Raises InvalidArguments."""
+        k = validate_key(key)
+        return self._fetch([k]).get(k)
+
+    def get_many(self, keys: list[str]) -> _Items:
+        """Found current records in the order asked, duplicates once. Raises InvalidArguments."""
+        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
+        found = self._fetch(wanted) if wanted else {}
+        return [found[k] for k in wanted if k in found]
+
+    def history(
+        self, key: str, *, limit: int | None = None, before_revision: int | None = None
+    ) -> dict[str, Any]:
+        """Revisions of ``key`` newest first, keyset-paged by ``before_revision``.
+
+        Returns ``{"items", "next_before_revision"}``: the cursor is the oldest
+        revision of the page when older ones exist. Raises InvalidArguments.
+        """
+        q = validate_history(key, limit, before_revision, max_page=self.max_page)
+        # Revisions are >= 1, so "before" a huge revision means "from the newest".
+        before = q.before_revision if q.before_revision is not None else 2**62
+        params = (to_db(q.key), before, q.limit + 1)
+        rows = self._db.run(lambda cur: cur.execute(self._page_sql, params).fetchall())
+        items = [_view(rj, rev, at) for rev, rj, at in rows[: q.limit]]
+        more = len(rows) > q.limit
+        return {"items": items, "next_before_revision": items[-1]["revision"] if more else None}
+
+    def list(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        limit: int | None = None,
+        after_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Current records in scope by key ascending, keyset-paged by ``after_key``.
+
+        Returns ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
+        """
+        q = validate_list(
+            scope_all,
+            scope_any,
+            limit,
+            after_key,
+            max_page=self.max_page,
+            max_scope_any=self.max_scope_any,
+        )
+        conjs = conjunctions(q.scope_all, q.scope_any)
+        if not conjs:
+            return {"items": [], "next_after_key": None}
+        # "" sorts before every key (keys are non-empty): "from the start".
+        after = "" if q.after_key is None else to_db(q.after_key)
+        statement, params = self._list_sql(conjs, after, q.limit + 1)
+        rows = self._db.run(lambda cur: cur.execute(statement, params).fetchall())
+        page = rows[: q.limit]
+        items = [_view(rj, rev, at) for _key, rj, rev, at in page]
+        more = len(rows) > q.limit
+        return {"items": items, "next_after_key": from_db(str(page[-1][0])) if more else None}
+
+    def _list_sql(
+        self, conjs: Sequence[dict[str, str]], after: str, want: int
+    ) -> tuple[sql.Composed, _Params]:
+        """One statement (one snapshot): per conjunction the first ``want`` keys after
+        the cursor, walked in key order on its ``(axis, key)`` index; their union's
+        first ``want`` keys; those keys' current rows."""
+        parts: _Parts = []
+        params: _Params = []
+        for conj in conjs:
+            where, values = conjunction_sql(conj)
+            parts.append(
+                sql.SQL(
+                    "(SELECT key FROM {t} WHERE {w} AND key > %s ORDER BY key LIMIT %s)"
+                ).format(t=self._current, w=where)
+            )
+            params += [*values, after, want]
+        union = parts[0] if len(parts) == 1 else sql.SQL(" UNION ").join(parts)
+        statement = sql.SQL(
+            "SELECT c.key, c.record_json, c.revision, c.recorded_at FROM {t} AS c"
+            " WHERE c.key IN (SELECT key FROM ({u}) AS u ORDER BY key LIMIT %s)"
+            " ORDER BY c.key"
+        ).format(t=self._current, u=union)
+        params.append(want)
+        return statement, params
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the pool if the store opened it; idempotent. Later calls raise
+        StorageUnavailable."""
+        self._db.close()
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    def _fetch(self, keys: Sequence[str]) -> _Records:
+        stored = [to_db(k) for k in keys]
+        rows = self._db.run(lambda cur: cur.execute(self._fetch_sql, (stored,)).fetchall())
+        return {from_db(str(k)): _view(rj, rev, at) for k, rj, rev, at in rows}
+
+
+def open_postgres_affect_store(
+    dsn: str | Pool,
+    *,
+    schema: str = "ratatoskr_affect",
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_page: int = DEFAULT_MAX_PAGE,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    clock: Callable[[], float] = time.time,
+    pool_options: PoolOptions | None = None,
+) -> PostgresAffectStore:
+    """Open (creating the schema and its tables on first use) the affect store in
+    ``schema`` on the server of ``dsn`` — a libpq URI or key=value string, or an open
+    pool to share (then ``close()`` leaves it open).
+
+    Raises ValueError for a bad schema name or limits; StorageUnavailable,
+    ForeignDatabase, SchemaTooNew.
+    """
+    if max_batch < 1 or max_page < 1 or max_scope_any < 1:
+        raise ValueError("max_batch, max_page and max_scope_any must be positive")
+    owns = isinstance(dsn, str)
+    pool = open_pool(dsn, pool_options) if isinstance(dsn, str) else dsn
+    try:
+        db = PostgresDatabase(
+            pool,
+            schema=schema,
+            plane=affect_schema.PLANE,
+            migrations=affect_schema.migrations(schema),
+            owns_pool=owns,
+        )
+        return PostgresAffectStore(
+            db, max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any, clock=clock
+        )
+    except BaseException:
+        if owns:
+            pool.close()
+        raise

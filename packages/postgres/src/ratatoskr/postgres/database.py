@@ -1,0 +1,233 @@
+"""A plane's schema on a PostgreSQL server: the pool, migrations at open, transactions.
+
+Stores call :meth:`PostgresDatabase.run` with a function of a cursor; ``run``
+checks a connection out of the pool, wraps the function in the transaction it
+asked for and commits. It runs the function again, on another connection, only
+when doing so cannot apply anything twice:
+
+- the connection turned out to be broken before the commit was sent (a pooled
+  connection that a server restart or a terminated backend left dead; the
+  server rolled the transaction back);
+- the server aborted the transaction as a deadlock victim or a serialization
+  failure (rolled back, and made to be retried).
+
+A failure while committing is never retried: the outcome is unknown, and the
+caller gets ``StorageUnavailable`` (a write retried by its client with the same
+idempotency key then replays or applies, exactly once).
+
+Every other driver error becomes a typed, content-free ``StorageError``; the
+wire's own errors (``RevisionMismatch``, …) raised by the function pass through
+after the rollback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+from psycopg import Connection, Cursor, pq, sql
+from psycopg.adapt import AdaptersMap
+
+from ratatoskr.postgres.errors import StorageUnavailable, translate, translate_errors
+from ratatoskr.postgres.migrations import (
+    MetaSetting,
+    Migration,
+    apply_migrations,
+    check_schema_name,
+    needs_migration,
+)
+from ratatoskr.postgres.vector import register_vector_dumper
+
+__all__ = [
+    "ADAPTERS",
+    "Pool",
+    "PoolOptions",
+    "PostgresDatabase",
+    "TxMode",
+    "open_pool",
+]
+
+T = TypeVar("T")
+Pool = psycopg_pool.ConnectionPool[Connection[Any]]
+TxMode = str  # "autocommit" | "write" | "snapshot"
+
+# Every connection of a ratatoskr pool can send pgvector values (vector.py).
+ADAPTERS = AdaptersMap(psycopg.adapters)
+register_vector_dumper(ADAPTERS)
+
+_BEGIN: dict[str, bytes] = {
+    "write": b"BEGIN",
+    # One snapshot for several statements, and a promise to the server that no write follows.
+    "snapshot": b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+}
+_RETRY_SQLSTATES = frozenset({"40001", "40P01"})
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """Connection pool settings. Size the pools of all processes that share one server
+    below its ``max_connections`` (100 by default): processes × stores × ``max_size``."""
+
+    min_size: int = 1
+    max_size: int = 8
+    # Seconds a call waits for a free connection before StorageUnavailable.
+    timeout: float = 10.0
+    # Seconds to establish one connection (libpq's connect_timeout).
+    connect_timeout: int = 10
+    application_name: str = "ratatoskr"
+
+
+def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
+    """A connection pool on ``dsn`` (a libpq URI or key=value string), opened and with
+    ``min_size`` connections made, or StorageUnavailable (no DSN text in the message)."""
+    opts = options or PoolOptions()
+    if opts.min_size < 0 or opts.max_size < max(1, opts.min_size):
+        raise ValueError("pool sizes must satisfy 0 <= min_size <= max_size, max_size >= 1")
+    pool: Pool = psycopg_pool.ConnectionPool(
+        dsn,
+        min_size=opts.min_size,
+        max_size=opts.max_size,
+        timeout=opts.timeout,
+        open=False,
+        name=opts.application_name,
+        kwargs={
+            # Transactions are explicit (``run``): an autocommit connection makes a
+            # single-statement read one round trip.
+            "autocommit": True,
+            "context": ADAPTERS,
+            "connect_timeout": opts.connect_timeout,
+            "application_name": opts.application_name,
+        },
+    )
+    try:
+        with translate_errors():
+            pool.open(wait=True, timeout=max(float(opts.connect_timeout), 1.0))
+    except BaseException:
+        pool.close()
+        raise
+    return pool
+
+
+class _Retry(Exception):
+    """The attempt failed in a way that is safe to run again."""
+
+
+class PostgresDatabase:
+    """One plane's schema on a server, reached through a pool.
+
+    Opening applies the plane's missing migrations (under the advisory lock) and
+    checks the fixed settings. Raises ValueError for a bad schema name;
+    StorageUnavailable, ForeignDatabase, SchemaTooNew, SchemaMismatch.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        schema: str,
+        plane: str,
+        migrations: Sequence[Migration],
+        meta: Mapping[str, MetaSetting] | None = None,
+        owns_pool: bool = False,
+    ) -> None:
+        self.schema = check_schema_name(schema)
+        self.plane = plane
+        self._pool = pool
+        self._owns_pool = owns_pool
+        self._closed = False
+        self._close_lock = threading.Lock()
+        wanted = dict(meta or {})
+
+        def probe(cur: Cursor[Any]) -> bool:
+            return needs_migration(cur, self.schema, plane, migrations, wanted)
+
+        # Most opens find the schema complete: a read-only look, no lock, no DDL.
+        if self.run(probe, mode="snapshot"):
+            self.run(
+                lambda cur: apply_migrations(cur, self.schema, plane, migrations, wanted),
+                mode="write",
+            )
+
+    @property
+    def pool(self) -> Pool:
+        return self._pool
+
+    def table(self, name: str) -> sql.Composed:
+        """``"schema"."name"`` for composing SQL."""
+        return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
+
+    def run(self, work: Callable[[Cursor[Any]], T], *, mode: TxMode = "autocommit") -> T:
+        """``work(cursor)`` in a transaction of ``mode`` and its commit.
+
+        ``autocommit``: every statement is its own transaction (one statement is one
+        snapshot); ``write``: READ COMMITTED, committed at the end; ``snapshot``:
+        REPEATABLE READ READ ONLY. Raises what ``work`` raises (after rolling back)
+        and StorageError subclasses for the driver's errors.
+        """
+        if self._closed:
+            raise StorageUnavailable("the store is closed")
+        for attempt in range(_ATTEMPTS):
+            last = attempt == _ATTEMPTS - 1
+            try:
+                with translate_errors(), self._pool.connection() as conn:
+                    return self._attempt(conn, work, mode, last)
+            except _Retry:
+                # Dead connections a restart left in the pool would fail the next
+                # attempts too: test the idle ones and let the pool replace them.
+                self._pool.check()
+        raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
+
+    @staticmethod
+    def _attempt(
+        conn: Connection[Any], work: Callable[[Cursor[Any]], T], mode: TxMode, last: bool
+    ) -> T:
+        begin = _BEGIN.get(mode)
+        if begin is None and mode != "autocommit":
+            raise ValueError(f"unknown transaction mode {mode!r}")
+        try:
+            with conn.cursor() as cur:
+                if begin is not None:
+                    cur.execute(begin)
+                result = work(cur)
+        except psycopg.Error as exc:
+            sqlstate = getattr(exc, "sqlstate", None)
+            retry = conn.broken or sqlstate in _RETRY_SQLSTATES
+            _rollback(conn)
+            if retry and not last and not isinstance(exc, psycopg_pool.PoolTimeout):
+                raise _Retry from None
+            raise translate(exc) from None
+        except BaseException:
+            _rollback(conn)
+            raise
+        if begin is not None:
+            conn.execute(b"COMMIT")
+        return result
+
+    def close(self) -> None:
+        """Close the pool if this database opened it; idempotent. Later calls raise
+        StorageUnavailable."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_pool:
+            self._pool.close()
+
+
+def _rollback(conn: Connection[Any]) -> None:
+    """End a failed transaction so the pool gets the connection back idle."""
+    if conn.broken:
+        return
+    if conn.pgconn.transaction_status in (
+        pq.TransactionStatus.INTRANS,
+        pq.TransactionStatus.INERROR,
+    ):
+        # The pool discards a connection it cannot reset.
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(b"ROLLBACK")

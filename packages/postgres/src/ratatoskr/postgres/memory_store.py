@@ -1,0 +1,475 @@
+"""The memory store on PostgreSQL + pgvector: exact scoped cosine recall in SQL.
+
+Implements bifrost's ``MemoryDataStore`` (and ``ScopeLookup``) exactly. Every
+rule of the plane comes from ``bifrost.memory`` — the code the reference store
+and the SQLite store run; this module owns persistence and ranking only. It
+keeps the SQLite store's stored form and float64 re-rank
+(``ratatoskr.memory.records``), so both backends return bit-equal scores.
+
+Nothing is cached in the process: any number of provider processes on any
+number of hosts can serve one schema, and every call sees every committed write.
+
+**Writes** (``upsert_many``): one READ COMMITTED transaction — claim the
+idempotency id (a concurrent call with the same id waits for this one and then
+replays it) → lock the batch's existing rows in id order (``FOR UPDATE``) →
+check ``expected_revisions`` → upsert every chunk in id order with
+``revision = revision + 1 … RETURNING revision`` and check the expectations
+again against what was written (a row another transaction created after the
+lock was taken shows up there: of eight writers creating one id with expected
+revision 0, exactly one succeeds) → prune expired ledger entries (bounded) →
+the ledger's result. Any error rolls back all of it, the claim included.
+
+**Search**: one statement, so one snapshot. Its inner query takes the in-scope
+rows (btree per scope axis), orders them by pgvector's float32 negative inner
+product of unit vectors and keeps the best ``top_k + 16``; the outer query
+joins back the stored form of those within the re-rank margin of the k-th.
+Those candidates are re-ranked in float64 from the stored embeddings; when all
+``top_k + 16`` fell within the margin (a cluster of near-duplicates), the
+statement runs again with four times the limit. No approximate index exists,
+so the result is always the exact top_k of the in-scope set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from psycopg import Cursor, sql
+
+from bifrost.context import DispatchContext
+from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
+from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
+from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.validation import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_TOP_K,
+    search_row,
+    validate_expected_revisions,
+    validate_id,
+    validate_ids,
+    validate_search,
+    validate_upsert,
+)
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from ratatoskr.memory.index import unit_float64
+from ratatoskr.memory.records import StoredChunk, exact_scores, stored_form
+from ratatoskr.postgres import memory_schema
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
+from ratatoskr.postgres.extension import vector_extension
+from ratatoskr.postgres.migrations import MetaSetting
+from ratatoskr.postgres.scope import (
+    AXIS_COLUMNS,
+    conjunctions,
+    scope_columns,
+    scope_from_columns,
+    where_sql,
+)
+from ratatoskr.postgres.text import from_db, to_db
+from ratatoskr.postgres.vector import Vector
+
+__all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
+
+# pgvector sums in float32: a score of two unit vectors is within about
+# dim * 2**-24 of the float64 one. Every row within twice that, with room to
+# spare, of the k-th float32 score is re-ranked exactly — the SQLite store's margin.
+_RERANK_MARGIN = 1e-4
+# Rows past top_k the first statement fetches, so a few near-ties need no second one.
+_EXTRA_CANDIDATES = 16
+# Expired ledger entries dropped per write: bounded work, no sweeper thread.
+_PRUNE_PER_WRITE = 64
+_AXES = tuple(AXIS_COLUMNS.values())
+
+
+def rerank_margin(embedding_dim: int) -> float:
+    """How far below the k-th float32 score a row is still re-ranked in float64."""
+    return max(_RERANK_MARGIN, 3 * (embedding_dim + 2) * 2.0**-24)
+
+
+class PostgresMemoryStore:
+    """A memory store over one schema of a PostgreSQL server (see the module docstring)."""
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        *,
+        embedding_dim: int,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_top_k: int = DEFAULT_MAX_TOP_K,
+        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_batch < 1 or max_top_k < 1 or max_scope_any < 1:
+            raise ValueError("max_batch, max_top_k and max_scope_any must be positive")
+        self._db = db
+        self.embedding_dim = embedding_dim
+        self.max_batch = max_batch
+        self.max_top_k = max_top_k
+        self.max_scope_any = max_scope_any
+        self._clock = clock
+        self._margin = rerank_margin(embedding_dim)
+        self._ledger = memory_schema.ledger(db.schema)
+        found = db.run(vector_extension)
+        if found is None:
+            raise RuntimeError("the vector extension vanished after the schema was created")
+        self._compose_sql(found[0])
+
+    def _compose_sql(self, ext: str) -> None:
+        t = self._db.table(memory_schema.CHUNKS)
+        vector = sql.SQL("{}.vector").format(sql.Identifier(ext))
+        neg_dot = sql.SQL("OPERATOR({}.<#>)").format(sql.Identifier(ext))
+        axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
+        self._upsert_sql = sql.SQL(
+            "INSERT INTO {t} AS c (chunk_id, {axes}, revision, record_json, embedding_key,"
+            " embedding_f64, embedding, updated_at)"
+            " VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s, %b::{vector}, %s)"
+            " ON CONFLICT (chunk_id) DO UPDATE SET {sets}, revision = c.revision + 1,"
+            " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
+            " embedding_f64 = EXCLUDED.embedding_f64, embedding = EXCLUDED.embedding,"
+            " updated_at = EXCLUDED.updated_at"
+            " RETURNING revision"
+        ).format(
+            t=t,
+            axes=axes,
+            vector=vector,
+            sets=sql.SQL(", ").join(
+                sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
+            ),
+        )
+        self._lock_sql = sql.SQL(
+            "SELECT chunk_id, revision FROM {t} WHERE chunk_id = ANY(%s)"
+            " ORDER BY chunk_id FOR UPDATE"
+        ).format(t=t)
+        self._fetch_sql = sql.SQL(
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}"
+            " WHERE chunk_id = ANY(%s)"
+        ).format(t=t)
+        self._scopes_sql = sql.SQL(
+            "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%s)"
+        ).format(t=t, axes=axes)
+        self._delete_sql = sql.SQL("DELETE FROM {t} WHERE chunk_id = ANY(%s)").format(t=t)
+        self._count_sql = sql.SQL("SELECT count(*) FROM {t}").format(t=t)
+        # Filled in per filter shape by _search_sql.
+        self._search_head = (t, vector, neg_dot)
+
+    # -- descriptors -----------------------------------------------------------------
+
+    def describe_store(self) -> dict[str, Any]:
+        """Exactly the v1 capability dict (INV-006)."""
+        return StoreCapabilities().to_dict()
+
+    def health(self) -> dict[str, Any]:
+        """Static facts plus a round trip to the server; never counts of data.
+
+        Raises StorageError subclasses when the server cannot be reached."""
+        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall())
+        return {
+            "status": "ok",
+            "plane": memory_schema.PLANE,
+            "embedding_dim": self.embedding_dim,
+            "distance": "cosine",
+            "max_batch": self.max_batch,
+            "max_top_k": self.max_top_k,
+        }
+
+    # -- writes ----------------------------------------------------------------------
+
+    def upsert_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Persist chunks verbatim with their unit vectors, atomically and idempotently.
+
+        Raises InvalidArguments, IdempotencyConflict, RevisionMismatch (nothing
+        written on any of them), StorageError subclasses.
+        """
+        chunks = validate_upsert(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+        )
+        expected = validate_expected_revisions(expected_revisions, {c.id for c in chunks})
+        digest = request_digest(records, expected_revisions)
+        ledger_id = idempotency_id("upsert_many", ctx.actor, idempotency_key)
+        now = self._clock()
+        expires_at = now + ttl_seconds(idempotency_class)
+        units = self._units([c.embedding for c in chunks])
+        # Everything but the SQL happens before the transaction: it holds row locks.
+        rows: list[tuple[Any, ...]] = []
+        for chunk, unit in sorted(
+            zip(chunks, units, strict=True), key=lambda pair: to_db(pair[0].id)
+        ):
+            form = stored_form(chunk.record)
+            rows.append(
+                (
+                    to_db(chunk.id),
+                    *scope_columns(chunk.scope),
+                    form.record_json,
+                    form.embedding_key,
+                    form.embedding_f64,
+                    Vector(unit),
+                    now,
+                )
+            )
+        ids = [r[0] for r in rows]
+        result: dict[str, Any] = {"upserted": len(chunks), "replayed": False}
+
+        def write(cur: Cursor[Any]) -> dict[str, Any]:
+            entry = self._ledger.claim(
+                cur, ledger_id, digest=digest, expires_at=expires_at, now=now
+            )
+            if entry is not None:
+                if entry.digest != digest:
+                    raise IdempotencyConflict(
+                        "idempotency_key was already used with a different payload"
+                    )
+                return {**entry.result, "replayed": True}
+            if rows:
+                cur.execute(self._lock_sql, (ids,))
+                current = {from_db(str(cid)): int(rev) for cid, rev in cur.fetchall()}
+                for chunk_id, wanted in expected.items():
+                    actual = current.get(chunk_id, 0)
+                    if actual != wanted:
+                        raise RevisionMismatch(chunk_id, wanted, actual)
+                written = _executemany_returning(cur, self._upsert_sql, rows)
+                if expected:
+                    after = dict(zip(map(from_db, ids), written, strict=True))
+                    for chunk_id, wanted in expected.items():
+                        # Created by another transaction after our lock was taken.
+                        if after[chunk_id] != wanted + 1:
+                            raise RevisionMismatch(chunk_id, wanted, after[chunk_id] - 1)
+            self._ledger.prune(cur, now=now, limit=_PRUNE_PER_WRITE)
+            self._ledger.finish(cur, ledger_id, result)
+            return dict(result)
+
+        return self._db.run(write, mode="write")
+
+    def delete_many(self, ids: list[str]) -> dict[str, Any]:
+        """Delete chunks (record and vector are one row) in one statement.
+
+        Returns ``{"deleted": N}``, N the distinct ids that existed. Raises InvalidArguments.
+        """
+        wanted = sorted({to_db(i) for i in validate_ids(ids, max_batch=self.max_batch)})
+        if not wanted:
+            return {"deleted": 0}
+
+        def delete(cur: Cursor[Any]) -> int:
+            cur.execute(self._delete_sql, (wanted,))
+            return cur.rowcount
+
+        return {"deleted": self._db.run(delete)}
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, chunk_id: str) -> dict[str, Any] | None:
+        """The record as written plus ``revision``, or None. Raises InvalidArguments."""
+        validate_id(chunk_id, "chunk_id")
+        hit = self._fetch([chunk_id]).get(chunk_id)
+        return None if hit is None else {**hit.record(), "revision": hit.revision}
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Found records in the order asked, duplicates once. Raises InvalidArguments."""
+        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
+        found = self._fetch(wanted) if wanted else {}
+        return [{**found[i].record(), "revision": found[i].revision} for i in wanted if i in found]
+
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        """``{id: scope}`` of the ids that exist (bifrost's ``ScopeLookup``), read from the
+        scope columns without touching any record. Raises InvalidArguments."""
+        wanted = validate_ids(ids, max_batch=self.max_batch)
+        if not wanted:
+            return {}
+        keys = list(dict.fromkeys(map(to_db, wanted)))
+        rows = self._db.run(lambda cur: cur.execute(self._scopes_sql, (keys,)).fetchall())
+        return {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
+
+    def search(
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        include: dict[str, Any] | None = None,
+        fidelity_target: Any = None,
+    ) -> list[dict[str, Any]]:
+        """The exact top_k in-scope chunks by cosine, best first, ties by chunk_id.
+
+        Raises InvalidArguments / InvalidFilter, StorageError subclasses.
+        ``fidelity_target`` is ignored: search is always exact.
+        """
+        del fidelity_target
+        query = validate_search(
+            vector,
+            top_k,
+            scope_all,
+            scope_any,
+            metadata_filter,
+            include,
+            embedding_dim=self.embedding_dim,
+            max_top_k=self.max_top_k,
+            max_scope_any=self.max_scope_any,
+        )
+        conjs = conjunctions(query.scope_all, query.scope_any)
+        if not conjs:
+            return []
+        exact_query = unit_float64(query.vector)
+        probe = Vector(exact_query.astype(np.float32))
+        statement, scope_params = self._search_sql(conjs)
+        limit = query.top_k + _EXTRA_CANDIDATES
+        while True:
+            params = (probe, *scope_params, limit, query.top_k - 1, self._margin)
+            fetched = self._db.run(
+                lambda cur, params=params: cur.execute(statement, params).fetchall()  # type: ignore[misc]
+            )
+            if len(fetched) < limit:
+                break
+            # Every row the limit kept is a near-tie of the k-th: look further.
+            limit *= 4
+        found = {
+            from_db(str(cid)): StoredChunk(
+                str(rj), None if key is None else str(key), blob, int(rev)
+            )
+            for cid, rj, key, blob, rev in fetched
+        }
+        ids = list(found)
+        scores = exact_scores([found[cid].vector() for cid in ids], exact_query)
+        ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
+        rows: list[dict[str, Any]] = []
+        for neg, cid in ranked:
+            hit = found[cid]
+            if query.include_embedding:
+                rows.append(search_row(hit.record(), cid, -neg, hit.revision, True))
+            else:
+                # As in the SQLite store: dropped here, since without its embedding a
+                # record may hold an opaque ``vector`` field search_row would drop.
+                rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
+        return rows
+
+    def _search_sql(self, conjs: Sequence[dict[str, str]]) -> tuple[sql.Composed, list[str]]:
+        t, vector, neg_dot = self._search_head
+        where, params = where_sql(conjs)
+        statement = sql.SQL(
+            "WITH top AS ("
+            " SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
+            " WHERE {where} ORDER BY nd, chunk_id LIMIT %s)"
+            " SELECT c.chunk_id, c.record_json, c.embedding_key, c.embedding_f64, c.revision"
+            " FROM top JOIN {t} AS c ON c.chunk_id = top.chunk_id"
+            " WHERE top.nd <= COALESCE("
+            "(SELECT nd FROM top ORDER BY nd, chunk_id OFFSET %s LIMIT 1),"
+            " 'Infinity'::float8) + %s"
+        ).format(t=t, vector=vector, neg_dot=neg_dot, where=where)
+        return statement, params
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Number of stored chunks (for operators and tests; not a wire verb)."""
+        row = self._db.run(lambda cur: cur.execute(self._count_sql).fetchone())
+        return 0 if row is None else int(row[0])
+
+    def close(self) -> None:
+        """Close the pool if the store opened it; idempotent. Later calls raise
+        StorageUnavailable."""
+        self._db.close()
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
+        keys = [to_db(i) for i in ids]
+        rows = self._db.run(lambda cur: cur.execute(self._fetch_sql, (keys,)).fetchall())
+        return {
+            from_db(str(cid)): StoredChunk(
+                str(rj), None if key is None else str(key), blob, int(rev)
+            )
+            for cid, rj, key, blob, rev in rows
+        }
+
+    def _units(self, embeddings: list[list[float]]) -> npt.NDArray[np.float32]:
+        """Float32 unit vectors of validated embeddings, a batch at a time: the SQLite
+        store's steps (scaled by the largest component first, so 1e308 does not
+        overflow and 5e-324 does not vanish)."""
+        if not embeddings:
+            return np.zeros((0, self.embedding_dim), dtype=np.float32)
+        m = np.array(embeddings, dtype=np.float64)
+        m /= np.max(np.abs(m), axis=1, keepdims=True)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        return m.astype(np.float32)
+
+
+def _executemany_returning(
+    cur: Cursor[Any], statement: sql.Composed, rows: list[tuple[Any, ...]]
+) -> list[int]:
+    """Run ``statement`` once per row (pipelined by psycopg) and collect each
+    ``RETURNING revision``, in row order."""
+    cur.executemany(statement, rows, returning=True)
+    out: list[int] = []
+    while True:
+        got = cur.fetchone()
+        if got is None:  # pragma: no cover - an upsert always returns its row
+            raise RuntimeError("an upsert returned no revision")
+        out.append(int(got[0]))
+        if not cur.nextset():
+            return out
+
+
+def open_postgres_memory_store(
+    dsn: str | Pool,
+    *,
+    embedding_dim: int,
+    schema: str = "ratatoskr_memory",
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_top_k: int = DEFAULT_MAX_TOP_K,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    clock: Callable[[], float] = time.time,
+    pool_options: PoolOptions | None = None,
+) -> PostgresMemoryStore:
+    """Open (creating the schema, its tables and the ``vector`` extension on first use)
+    the memory store in ``schema`` on the server of ``dsn`` — a libpq URI or
+    key=value string, or an open pool to share (then ``close()`` leaves it open).
+
+    Raises InvalidArguments for a bad ``embedding_dim``; ValueError for a bad
+    schema name or limits; SchemaMismatch (naming both dimensions, nothing
+    changed) when the schema was created with another dimension;
+    StorageUnavailable, ForeignDatabase, SchemaTooNew.
+    """
+    if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
+        raise InvalidArguments("embedding_dim must be a positive integer")
+    if embedding_dim > 16_000:
+        raise InvalidArguments("embedding_dim must be at most 16000 (pgvector's limit)")
+    owns = isinstance(dsn, str)
+    pool = open_pool(dsn, pool_options) if isinstance(dsn, str) else dsn
+    try:
+        db = PostgresDatabase(
+            pool,
+            schema=schema,
+            plane=memory_schema.PLANE,
+            migrations=memory_schema.migrations(schema, embedding_dim),
+            meta={"embedding_dim": MetaSetting(str(embedding_dim), "embedding_dim")},
+            owns_pool=owns,
+        )
+        return PostgresMemoryStore(
+            db,
+            embedding_dim=embedding_dim,
+            max_batch=max_batch,
+            max_top_k=max_top_k,
+            max_scope_any=max_scope_any,
+            clock=clock,
+        )
+    except BaseException:
+        if owns:
+            pool.close()
+        raise

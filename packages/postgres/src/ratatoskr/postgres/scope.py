@@ -1,0 +1,115 @@
+"""Scopes as columns, and a scope filter as a SQL union of conjunctions.
+
+A record's scope is held one column per lattice axis (NULL = the axis is
+absent), each with a btree index, so a filter is plain SQL the planner can
+answer from the indexes (BitmapAnd for a conjunction, BitmapOr for a union).
+The rule is bifrost's ``matches_scope``:
+
+    (scope_all empty ∨ record ⊇ scope_all) ∧ (scope_any empty ∨ ∃ m ∈ scope_any: record ⊇ m)
+
+rewritten as the union over the members of ``scope_all ∪ m`` (members that
+contradict ``scope_all`` dropped; just ``scope_all`` when ``scope_any`` is empty
+or one of its members adds nothing to it — an empty member matches every
+record). A NULL column never equals a value, so a record with scope ``{}``
+matches only unfiltered searches, as the spec says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psycopg import sql
+
+from bifrost.scope import SCOPE_LATTICE
+from ratatoskr.postgres.text import from_db, to_db, utf8_encodable
+
+__all__ = [
+    "AXIS_COLUMNS",
+    "Conjunction",
+    "conjunctions",
+    "scope_columns",
+    "scope_from_columns",
+    "where_sql",
+]
+
+# "group" is an SQL keyword: its column is grp.
+AXIS_COLUMNS: dict[str, str] = {
+    "end_user": "end_user",
+    "group": "grp",
+    "tenant": "tenant",
+    "agent_self": "agent_self",
+}
+if tuple(AXIS_COLUMNS) != SCOPE_LATTICE:  # pragma: no cover - a new axis needs a migration
+    raise RuntimeError("the scope lattice changed: the PostgreSQL schema needs a column for it")
+
+Conjunction = dict[str, str]
+
+
+def scope_columns(scope: Mapping[str, str]) -> tuple[str | None, ...]:
+    """A validated record scope as the stored axis columns, in lattice order."""
+    return tuple(None if axis not in scope else to_db(scope[axis]) for axis in AXIS_COLUMNS)
+
+
+def scope_from_columns(values: Sequence[Any]) -> dict[str, str]:
+    """Inverse of :func:`scope_columns`."""
+    return {
+        axis: from_db(str(v)) for axis, v in zip(AXIS_COLUMNS, values, strict=True) if v is not None
+    }
+
+
+def conjunctions(
+    scope_all: Mapping[str, str], scope_any: Sequence[Mapping[str, str]]
+) -> list[Conjunction]:
+    """The validated filter as a union of conjunctions; ``[]`` when nothing can match."""
+    if not all(map(utf8_encodable, scope_all.values())):
+        return []  # no stored value holds a lone surrogate (records refuse them)
+    if not scope_any:
+        return [dict(scope_all)]
+    out: list[Conjunction] = []
+    seen: set[frozenset[tuple[str, str]]] = set()
+    for member in scope_any:
+        if any(scope_all.get(axis, value) != value for axis, value in member.items()):
+            continue  # contradicts scope_all
+        if not all(map(utf8_encodable, member.values())):
+            continue
+        merged = {**scope_all, **member}
+        if len(merged) == len(scope_all):
+            return [dict(scope_all)]  # this member admits everything scope_all does
+        frozen = frozenset(merged.items())
+        if frozen not in seen:
+            seen.add(frozen)
+            out.append(merged)
+    return out
+
+
+def conjunction_sql(
+    conj: Conjunction, alias: str | None = None
+) -> tuple[sql.Composable, list[str]]:
+    """``axis = %s AND …`` (``TRUE`` for the empty conjunction) and its parameters."""
+    if not conj:
+        return sql.SQL("TRUE"), []
+    parts: list[sql.Composable] = []
+    params: list[str] = []
+    for axis, name in AXIS_COLUMNS.items():  # a fixed order: one prepared statement per shape
+        if axis in conj:
+            column = sql.Identifier(name) if alias is None else sql.Identifier(alias, name)
+            parts.append(sql.SQL("{} = %s").format(column))
+            params.append(to_db(conj[axis]))
+    return sql.SQL(" AND ").join(parts), params
+
+
+def where_sql(conjs: Sequence[Conjunction]) -> tuple[sql.Composable, list[str]]:
+    """The union of ``conjs`` as one boolean SQL expression and its parameters
+    (``conjs`` must not be empty: the caller answers "nothing matches" itself)."""
+    if not conjs:
+        raise ValueError("an empty union matches nothing; do not query")
+    if len(conjs) == 1:
+        return conjunction_sql(conjs[0])
+    parts: list[sql.Composable] = []
+    params: list[str] = []
+    for conj in conjs:
+        text, values = conjunction_sql(conj)
+        parts.append(sql.SQL("({})").format(text))
+        params.extend(values)
+    return sql.SQL(" OR ").join(parts), params
