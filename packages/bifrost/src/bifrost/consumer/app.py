@@ -7,7 +7,7 @@ claims, its plane and whether its ``jti`` was seen are checked from the headers
 byte of the body is read, so an unauthenticated or replayed
 caller never makes the server buffer a body → read the body under the size
 limit (``Content-Length`` and the streamed size, → 413) → in a worker thread
-(``anyio.to_thread``, so neither a slow store nor a large answer stalls the
+(:func:`run_off_loop`, so neither a slow store nor a large answer stalls the
 event loop): the body must be the one the token was minted for, and the
 ``jti`` is then remembered in the shared replay cache (→ 401) → parse the
 envelope strictly (→ 400) → the token's verb must be the envelope's verb
@@ -24,16 +24,18 @@ the lifespan of a mounted sub-app; a combined provider enters each plane app's
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import inspect
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -66,6 +68,7 @@ _log = logging.getLogger("bifrost.consumer")
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
 _Dispatch = Callable[[Any, Envelope, DispatchContext], Any]
+_T = TypeVar("_T")
 
 
 class TokenVerifier(Protocol):
@@ -236,6 +239,31 @@ def _heavy(env: Envelope, body: bytes) -> bool:
     )
 
 
+# Store calls run in this pool: as many threads as anyio's default limiter allows,
+# without anyio's per-call backend lookup (an import_module per call was 5% of a
+# small search's server time).
+_POOL_THREADS = 40
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool  # noqa: PLW0603 - one pool per process, made on first use (after fork/spawn)
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(
+                    _POOL_THREADS, thread_name_prefix="bifrost-call"
+                )
+    return _pool
+
+
+async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
+    """Run ``func(*args)`` in the process's call pool and await its result."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor(), functools.partial(func, *args))
+
+
 def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncContextManager[None]:
     return contextlib.nullcontext() if budget is None else budget.reserve(size)
 
@@ -253,9 +281,7 @@ def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitabl
             limit = plane.registration.max_body_bytes
             async with _reserved(plane.budget, _declared_size(request, limit)):
                 body = await _read_body(request, limit)
-                content = await anyio.to_thread.run_sync(
-                    _pipeline, plane, body, pending, handshake, facts
-                )
+                content = await run_off_loop(_pipeline, plane, body, pending, handshake, facts)
                 del body
             status = 200
             response = _json_response(status, content)
