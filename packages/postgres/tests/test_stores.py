@@ -1,0 +1,198 @@
+"""What the PostgreSQL stores must get right beyond the kit: ids and keys PostgreSQL
+text cannot hold as they are, filters no stored value can match, near-tie clusters
+larger than the first statement's limit, bounded ledger pruning, big unions."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import psycopg
+from hypothesis import given
+from hypothesis import strategies as st
+from psycopg import sql
+
+from bifrost.context import DispatchContext
+from bifrost.scope import matches_scope
+from ratatoskr.postgres import Pool, open_postgres_affect_store, open_postgres_memory_store
+from ratatoskr.postgres.memory_store import rerank_margin
+from ratatoskr.postgres.text import from_db, to_db
+
+CTX = DispatchContext(actor="a", plane="memory")
+ODD = ["\x00", "\x01", "a\x00", "a\x01", "a", "a\x00b", "\x01\x02", "\x7f", "ü", "🦊", "b"]
+
+
+@given(st.lists(st.text(min_size=0, max_size=6), min_size=1, max_size=20))
+def test_stored_text_round_trips_and_keeps_order(values: list[str]) -> None:
+    stored = [to_db(v) for v in values]
+    assert [from_db(s) for s in stored] == values
+    assert all("\x00" not in s for s in stored)
+    # UTF-8 byte order (COLLATE "C") of the stored forms is Python's order of the originals.
+    by_bytes = sorted(range(len(values)), key=lambda i: stored[i].encode("utf-8", "surrogatepass"))
+    assert [values[i] for i in by_bytes] == sorted(values)
+
+
+def _vec(*xs: float) -> list[float]:
+    return [*xs, *([0.0] * (4 - len(xs)))]
+
+
+def test_memory_ids_and_scopes_with_nul(pg_pool: Pool, schema: str) -> None:
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=4)
+    recs: list[dict[str, Any]] = [
+        {"id": cid, "embedding": _vec(1.0, i / 10), "scope": {"tenant": f"t{cid}"}}
+        for i, cid in enumerate(ODD)
+    ]
+    store.upsert_many(recs, idempotency_key="k\x00", ctx=CTX)
+    for rec in recs:
+        assert store.get(rec["id"]) == {**rec, "revision": 1}
+        rows = store.search(_vec(1.0), top_k=5, scope_all=rec["scope"])
+        assert [r["chunk_id"] for r in rows] == [rec["id"]]
+    assert store.scopes_of(["\x00", "nope", "a\x01"]) == {
+        "\x00": {"tenant": "t\x00"},
+        "a\x01": {"tenant": "ta\x01"},
+    }
+    assert [r["id"] for r in store.get_many(list(reversed(ODD)))] == list(reversed(ODD))
+    assert store.delete_many(["\x00", "\x01", "ghost"]) == {"deleted": 2}
+    assert store.count() == len(ODD) - 2
+
+
+def test_filters_no_stored_value_can_match(pg_pool: Pool, schema: str) -> None:
+    """A lone surrogate in a filter matches nothing (records cannot hold one)."""
+    memory = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=4)
+    memory.upsert_many(
+        [{"id": "x", "embedding": _vec(1.0), "scope": {"tenant": "t"}}],
+        idempotency_key="k",
+        ctx=CTX,
+    )
+    assert memory.search(_vec(1.0), top_k=3, scope_all={"tenant": "\ud800"}) == []
+    got = memory.search(_vec(1.0), top_k=3, scope_any=[{"tenant": "\ud800"}, {"tenant": "t"}])
+    assert [r["chunk_id"] for r in got] == ["x"]
+    # Members contradicting scope_all leave nothing.
+    assert (
+        memory.search(_vec(1.0), top_k=3, scope_all={"tenant": "t"}, scope_any=[{"tenant": "u"}])
+        == []
+    )
+
+
+def test_affect_keys_with_nul_page_in_python_order(pg_pool: Pool, schema: str) -> None:
+    store = open_postgres_affect_store(pg_pool, schema=schema)
+    keys = [*ODD, *(f"k{i:02}" for i in range(30))]
+    random.Random(3).shuffle(keys)
+    store.put_many(
+        [{"key": k, "scope": {"group": "g\x00" if i % 2 else "g"}} for i, k in enumerate(keys)],
+        idempotency_key="k",
+        ctx=CTX,
+    )
+    for scope_all in ({}, {"group": "g\x00"}):
+        seen: list[str] = []
+        after: str | None = None
+        while True:
+            page = store.list(scope_all=scope_all, limit=4, after_key=after)
+            seen += [item["key"] for item in page["items"]]
+            after = page["next_after_key"]
+            if after is None:
+                break
+        want = sorted(
+            k
+            for i, k in enumerate(keys)
+            if matches_scope({"group": "g\x00" if i % 2 else "g"}, scope_all, [])
+        )
+        assert seen == want
+    assert store.get("\x00") is not None
+    assert store.history("\x01")["items"][0]["key"] == "\x01"
+    assert store.delete_many(["\x00", "\x01"]) == {"deleted": 2}
+
+
+def test_near_tie_cluster_larger_than_the_first_limit(pg_pool: Pool, schema: str) -> None:
+    """200 chunks within the re-rank margin of each other: the statement runs again with
+    a larger limit, and the exact float64 order decides."""
+    dim = 16
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=dim)
+    rng = random.Random(11)
+    base = np.array([rng.gauss(0, 1) for _ in range(dim)])
+    margin = rerank_margin(dim)
+    recs = []
+    for i in range(200):
+        # Float32 cannot tell these apart (1 - cos ~ 1e-11, all within the margin);
+        # float64 orders them far above its rounding (~1e-16).
+        v = base + np.array([rng.gauss(0, margin / 10) for _ in range(dim)])
+        recs.append({"id": f"c{i:03}", "embedding": v.tolist(), "scope": {}})
+    recs.append({"id": "far", "embedding": (-base).tolist(), "scope": {}})
+    store.upsert_many(recs, idempotency_key="k", ctx=CTX)
+    q = base.tolist()
+    unit = base / np.linalg.norm(base)
+
+    def exact(r: dict[str, Any]) -> float:
+        e = np.array(r["embedding"])
+        return float(np.sum((e / np.linalg.norm(e)) * unit))
+
+    oracle = sorted(recs, key=lambda r: (-exact(r), r["id"]))
+    for top_k in (1, 5, 60, 201):
+        rows = store.search(q, top_k=top_k)
+        assert [r["chunk_id"] for r in rows] == [r["id"] for r in oracle[:top_k]]
+
+
+def test_integer_embeddings_keep_their_types(pg_pool: Pool, schema: str) -> None:
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=4)
+    rec = {"id": "i", "embedding": [3, 0, 2**70, -1], "scope": {}, "n": 1e23, "z": -0.0}
+    store.upsert_many([rec], idempotency_key="k", ctx=CTX)
+    got = store.get("i")
+    assert got == {**rec, "revision": 1}
+    assert got is not None
+    assert [type(x) for x in got["embedding"]] == [int] * 4
+    assert type(got["n"]) is float and str(got["z"]) == "-0.0"
+    row = store.search([0.0, 0.0, 1.0, 0.0], top_k=1, include={"embedding": False})[0]
+    assert "embedding" not in row["chunk"]
+
+
+def _ledger_rows(pg_dsn: str, schema: str, table: str) -> int:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(table)
+            )
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_ledger_pruning_is_bounded(pg_dsn: str, pg_pool: Pool, schema: str) -> None:
+    now = [1_800_000_000.0]
+    store = open_postgres_affect_store(pg_pool, schema=schema, clock=lambda: now[0])
+    for i in range(150):
+        store.put_many([], idempotency_key=f"e{i}", ctx=CTX, idempotency_class="ephemeral")
+    assert _ledger_rows(pg_dsn, schema, "affect_idempotency") == 150
+    now[0] += 901  # every entry expired
+    store.put_many([], idempotency_key="x", ctx=CTX)
+    assert _ledger_rows(pg_dsn, schema, "affect_idempotency") == 150 - 64 + 1
+    store.put_many([], idempotency_key="y", ctx=CTX)
+    store.put_many([], idempotency_key="z", ctx=CTX)
+    assert _ledger_rows(pg_dsn, schema, "affect_idempotency") == 3
+
+
+def test_largest_unions(pg_pool: Pool, schema: str) -> None:
+    memory = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=4)
+    affect = open_postgres_affect_store(pg_pool, schema=f"{schema}_a")
+    try:
+        members = [{"tenant": f"t{i}", "end_user": f"u{i % 3}"} for i in range(256)]
+        memory.upsert_many(
+            [
+                {"id": f"m{i}", "embedding": _vec(1.0, i), "scope": members[i]}
+                for i in range(0, 256, 16)
+            ],
+            idempotency_key="k",
+            ctx=CTX,
+        )
+        affect.put_many(
+            [{"key": f"a{i:03}", "scope": members[i]} for i in range(0, 256, 16)],
+            idempotency_key="k",
+            ctx=CTX,
+        )
+        assert len(memory.search(_vec(1.0), top_k=100, scope_any=members)) == 16
+        page = affect.list(scope_any=members, limit=10)
+        assert [it["key"] for it in page["items"]] == [f"a{i:03}" for i in range(0, 160, 16)]
+        assert page["next_after_key"] == "a144"
+    finally:
+        with pg_pool.connection() as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(f"{schema}_a")))
