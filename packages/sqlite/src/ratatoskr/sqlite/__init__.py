@@ -3,10 +3,20 @@
 One driver (apsw, bundling SQLite with extension loading), sqlite-vec loading,
 the house pragmas (WAL, busy timeout, synchronous=FULL), append-only migrations
 with a version table, fixed per-file settings, the idempotency ledger, the
-at-rest JSON codec and typed, content-free storage errors.
+at-rest JSON codec and typed, content-free storage errors; and a file's operator
+side: online backup, verified restore, in-use detection and statistics.
 """
 
 from ratatoskr.sqlite import codec
+from ratatoskr.sqlite.backup import (
+    BackupResult,
+    InvalidBackup,
+    PlaneFile,
+    RestoreResult,
+    backup_database,
+    restore_database,
+    verify_plane_file,
+)
 from ratatoskr.sqlite.database import (
     Database,
     DatabaseReport,
@@ -33,20 +43,28 @@ from ratatoskr.sqlite.errors import (
     StorageReadOnly,
     StorageUnavailable,
 )
+from ratatoskr.sqlite.inuse import DatabaseInUse, claim_databases, database_in_use
 from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry
 from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
 from ratatoskr.sqlite.replay import SqliteReplayCache, replay_path
+from ratatoskr.sqlite.stats import DatabaseStats, TableStats, database_stats
 
 __all__ = [
     "MEMORY_PATH",
+    "BackupResult",
     "ConnectionOptions",
     "Database",
+    "DatabaseInUse",
     "DatabaseReport",
+    "DatabaseStats",
     "ForeignDatabase",
     "IdempotencyLedger",
+    "InvalidBackup",
     "LedgerEntry",
     "MetaSetting",
     "Migration",
+    "PlaneFile",
+    "RestoreResult",
     "SchemaMismatch",
     "SchemaTooNew",
     "SqliteReplayCache",
@@ -55,15 +73,22 @@ __all__ = [
     "StorageFull",
     "StorageReadOnly",
     "StorageUnavailable",
+    "TableStats",
+    "backup_database",
+    "claim_databases",
     "codec",
     "connect",
+    "database_in_use",
+    "database_stats",
     "driver_versions",
     "inspect_database",
     "load_sqlite_vec",
     "read_meta",
     "replay_path",
+    "restore_database",
     "same_file",
     "schema_version",
     "sqlite_vec_version",
     "translate_errors",
+    "verify_plane_file",
 ]

@@ -1,0 +1,104 @@
+"""Database files as files: opening one without changing it, sibling files, durable renames."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+import apsw
+
+from ratatoskr.sqlite.driver import ConnectionOptions, load_sqlite_vec, translate_errors
+from ratatoskr.sqlite.errors import StorageUnavailable
+
+__all__ = [
+    "SIDECAR_SUFFIXES",
+    "fsync_directory",
+    "fsync_file",
+    "open_existing",
+    "owner_only_temp",
+    "remove_with_sidecars",
+]
+
+# The files SQLite keeps beside a database: its WAL, the WAL index, a rollback journal.
+SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def open_existing(path: str, *, load_vec: bool = True) -> apsw.Connection:
+    """Open an existing database file without creating it or setting any pragma that
+    writes (not ``connect``). Read-write when the file and its directory allow it: a
+    read-only reader of a WAL database leaves its ``-wal``/``-shm`` behind, while the
+    last read-write connection removes them on close, leaving the directory as it was.
+    The caller runs only reads on it unless the file is its own.
+
+    Raises StorageUnavailable / StorageCorrupt (content-free) when it cannot be opened.
+    """
+    if not os.path.isfile(path):
+        raise StorageUnavailable("database file does not exist")
+    writable = os.access(path, os.W_OK) and os.access(
+        os.path.dirname(os.path.abspath(path)), os.W_OK
+    )
+    flags = apsw.SQLITE_OPEN_READWRITE if writable else apsw.SQLITE_OPEN_READONLY
+    with translate_errors():
+        conn = apsw.Connection(path, flags=flags)
+        try:
+            conn.set_busy_timeout(ConnectionOptions().busy_timeout_ms)
+            if load_vec:
+                load_sqlite_vec(conn)
+            # A file that is not a database fails here, typed.
+            conn.execute("PRAGMA schema_version").fetchall()
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def owner_only_temp(beside: str, purpose: str) -> str:
+    """Create an empty file (mode 0600 whatever the umask) in the directory of ``beside``,
+    named after it, and return its path: written there and renamed onto ``beside``, a
+    new file replaces the old one atomically (same filesystem).
+
+    Raises StorageUnavailable when the directory is missing or not writable.
+    """
+    parent = os.path.dirname(os.path.abspath(beside))
+    if not os.path.isdir(parent):
+        raise StorageUnavailable("directory does not exist")
+    try:
+        fd, path = tempfile.mkstemp(
+            dir=parent, prefix=f".{os.path.basename(beside)}.", suffix=f".{purpose}"
+        )
+    except OSError:
+        raise StorageUnavailable("cannot create a file in the directory") from None
+    os.close(fd)  # mkstemp creates 0600
+    return path
+
+
+def remove_with_sidecars(path: str) -> None:
+    """Remove ``path`` and any ``-wal``/``-shm``/``-journal`` beside it; missing is fine."""
+    for name in (path, *(path + s for s in SIDECAR_SUFFIXES)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def fsync_file(path: str) -> None:
+    """Flush ``path``'s data to stable storage (SQLite does not fsync a VACUUM INTO file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_directory(path: str) -> None:
+    """Make a rename in ``path``'s directory durable (where the platform allows it)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        fd = os.open(parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms that cannot open a directory
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on a directory
+        pass
+    finally:
+        os.close(fd)
