@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ratatoskr.sqlite import Database, IdempotencyLedger, Migration
+from ratatoskr.sqlite.ledger import PRUNE_PER_WRITE
 
 LEDGER = IdempotencyLedger("test_idempotency")
 
@@ -51,3 +52,33 @@ def test_prune_drops_only_expired(db: Database) -> None:
 def test_table_name_must_be_an_identifier() -> None:
     with pytest.raises(ValueError, match="identifier"):
         IdempotencyLedger("x; DROP TABLE y")
+
+
+def test_prune_is_bounded_per_write_and_oldest_first(db: Database) -> None:
+    with db.write() as conn:
+        for i in range(PRUNE_PER_WRITE + 10):
+            LEDGER.record(conn, f"old{i:03d}", digest="d", result=None, expires_at=10.0 + i)
+    with db.write() as conn:
+        assert LEDGER.prune(conn, now=1000.0) == PRUNE_PER_WRITE  # the shared default
+    with db.read() as conn:
+        left = sorted(
+            str(r[0]) for r in conn.execute("SELECT idempotency_id FROM test_idempotency")
+        )
+    assert left == [f"old{i:03d}" for i in range(PRUNE_PER_WRITE, PRUNE_PER_WRITE + 10)]
+
+
+def test_prune_reads_the_expiry_index(db: Database) -> None:
+    with db.write() as conn:
+        conn.execute("DROP INDEX test_idempotency_expiry")
+        conn.execute(LEDGER.index_sql())
+        conn.execute(LEDGER.index_sql())  # idempotent, for a migration that adds it
+    with db.read() as conn:
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT idempotency_id FROM test_idempotency"
+                " WHERE expires_at <= ? ORDER BY expires_at LIMIT ?",
+                (1.0, PRUNE_PER_WRITE),
+            )
+        )
+    assert "test_idempotency_expiry" in plan

@@ -47,9 +47,6 @@ __all__ = ["RatatoskrAffectStore", "open_affect_store", "rfc3339"]
 _SQL_CHUNK = 500
 # Module-level because the class's ``list`` verb shadows the builtin inside it.
 _Rows = list[tuple[Any, ...]]
-# Expired ledger entries dropped per write: keeps the ledger bounded without a
-# sweeper thread, at a cost of one indexed range delete per call.
-_PRUNE_PER_WRITE = 64
 
 
 def rfc3339(ts: float) -> str:
@@ -142,7 +139,7 @@ class RatatoskrAffectStore:
                     raise RevisionMismatch(key, wanted, actual)
             if items:
                 self._write(conn, items, heads, rfc3339(now))
-            LEDGER.prune(conn, now=now, limit=_PRUNE_PER_WRITE)
+            LEDGER.prune(conn, now=now)  # at most PRUNE_PER_WRITE (64) expired entries
             result: dict[str, Any] = {"written": len(items), "replayed": False}
             LEDGER.record(conn, ledger_id, digest=digest, result=result, expires_at=now + ttl)
         return dict(result)

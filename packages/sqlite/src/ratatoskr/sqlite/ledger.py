@@ -3,6 +3,13 @@
 A plane decides what the id and digest are (bifrost defines both for the wire);
 the ledger only stores them beside the writes of the same transaction, so a
 replay either sees the whole first call or nothing of it.
+
+Expired entries are pruned by the writes themselves: every write transaction
+that records an entry first drops at most :data:`PRUNE_PER_WRITE` expired ones
+(:meth:`IdempotencyLedger.prune`, a range read of the ``expires_at`` index). A
+write adds one entry and may remove 64, so the ledger never holds much more than
+the entries still inside their TTL, without a sweeper thread, and no write pays
+for a backlog at once.
 """
 
 from __future__ import annotations
@@ -16,6 +23,10 @@ import apsw
 from ratatoskr.sqlite import codec
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+# Expired entries dropped per write: more than the one entry a write adds, so a
+# backlog (an upgraded file, a burst of calls whose TTLs end together) drains, at the
+# cost of one bounded range delete on the expiry index per call.
+PRUNE_PER_WRITE = 64
 
 
 @dataclass(frozen=True)
@@ -41,9 +52,13 @@ class IdempotencyLedger:
             " digest TEXT NOT NULL,"
             " result_json TEXT NOT NULL,"
             " expires_at REAL NOT NULL"
-            ") WITHOUT ROWID;"
-            f"CREATE INDEX IF NOT EXISTS {self.table}_expiry ON {self.table}(expires_at);"
+            ") WITHOUT ROWID;" + self.index_sql()
         )
+
+    def index_sql(self) -> str:
+        """DDL of the ``expires_at`` index pruning reads (idempotent), for a migration
+        that adds it to a ledger created without it."""
+        return f"CREATE INDEX IF NOT EXISTS {self.table}_expiry ON {self.table}(expires_at);"
 
     def lookup(
         self, conn: apsw.Connection, idempotency_id: str, *, now: float
@@ -75,11 +90,16 @@ class IdempotencyLedger:
             (idempotency_id, digest, codec.dumps(result), expires_at),
         )
 
-    def prune(self, conn: apsw.Connection, *, now: float, limit: int = 1000) -> int:
-        """Drop up to ``limit`` expired entries; returns how many went."""
+    def prune(self, conn: apsw.Connection, *, now: float, limit: int = PRUNE_PER_WRITE) -> int:
+        """Drop up to ``limit`` expired entries, oldest expiry first; returns how many went.
+
+        Call it inside the write transaction that records an entry: the work per write
+        stays bounded by ``limit`` whatever the ledger holds.
+        """
         conn.execute(
             f"DELETE FROM {self.table} WHERE idempotency_id IN ("
-            f" SELECT idempotency_id FROM {self.table} WHERE expires_at <= ? LIMIT ?)",
+            f" SELECT idempotency_id FROM {self.table} WHERE expires_at <= ?"
+            " ORDER BY expires_at LIMIT ?)",
             (now, limit),
         )
         return int(conn.changes())
