@@ -1,5 +1,6 @@
 """The provider's Starlette app: every plane mounted under its prefix, or one plane
-at the root, plus ``GET /healthz``.
+at the root, plus ``GET /healthz`` (liveness) and ``GET /readyz`` (readiness, see
+``readiness.py``).
 
 The app owns its stores: ``build_provider_app`` opens them (after the preflight
 checks, so bad settings fail before anything is served) and the app's lifespan
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypedDict
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -26,6 +28,7 @@ from bifrost.consumer import BodyBudget
 from ratatoskr.affect import build_affect_provider_app
 from ratatoskr.memory import build_memory_provider_app
 from ratatoskr.provider.planes import OpenPlanes, open_planes
+from ratatoskr.provider.readiness import READY, PlaneProbe, plane_probes, probe_all
 from ratatoskr.provider.settings import PLANES, Plane, Settings
 from ratatoskr.vmp import build_vmp_app, is_loopback_host
 
@@ -90,6 +93,22 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
+def readyz_endpoint(probes: list[PlaneProbe]) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """Readiness: 200 when every served plane can use its files, else 503 naming each
+    plane with what failed. No auth; no paths, counts or content."""
+
+    async def readyz(request: Request) -> JSONResponse:
+        answers = await anyio.to_thread.run_sync(probe_all, probes)
+        if all(answer == READY for answer in answers.values()):
+            return JSONResponse({"status": "ready", "planes": answers})
+        failed = sorted(plane for plane, answer in answers.items() if answer != READY)
+        return JSONResponse(
+            {"status": "unready", "planes": answers, "failed": failed}, status_code=503
+        )
+
+    return readyz
+
+
 def build_provider_app(
     settings: Settings, planes: tuple[Plane, ...] = PLANES, *, opened: OpenPlanes | None = None
 ) -> Starlette:
@@ -100,17 +119,22 @@ def build_provider_app(
     stores = opened if opened is not None else open_planes(settings, planes)
     try:
         apps = build_plane_apps(settings, stores)
+        probes = plane_probes(settings, planes, stores)
     except BaseException:
         stores.close()
         raise
     # Every plane answers only to the names this deployment serves (DNS rebinding:
-    # a hostile page's own name resolving to 127.0.0.1); /healthz answers any name.
+    # a hostile page's own name resolving to 127.0.0.1); /healthz and /readyz answer
+    # any name (a probe sends the pod's address) and hold no data.
     hosts = settings.host_names()
 
     def guarded(app: Starlette) -> ASGIApp:
         return TrustedHostMiddleware(app, allowed_hosts=hosts, www_redirect=False)
 
-    routes: list[BaseRoute] = [Route("/healthz", healthz, methods=["GET"])]
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz_endpoint(probes), methods=["GET"]),
+    ]
     if len(planes) == 1:
         routes.append(Mount("/", app=guarded(apps[planes[0]])))
     else:

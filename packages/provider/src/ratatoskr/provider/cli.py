@@ -1,7 +1,9 @@
-"""The ``ratatoskr`` command: ``serve``, ``token``, ``doctor``.
+"""The ``ratatoskr`` command: ``serve``, ``token``, ``doctor``, ``backup``, ``restore``,
+``stats``.
 
 Every configuration problem ends the command with one line on stderr naming
-the setting, and exit status 2; nothing is opened before the checks pass.
+the setting, and exit status 2; nothing is opened before the checks pass. A
+valid backup or restore whose work fails (a full disk) is one line and status 1.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 from bifrost.client import mint_token
 from ratatoskr.provider.devmode import dev_settings
 from ratatoskr.provider.doctor import run_doctor
+from ratatoskr.provider.operate import OperationFailed, run_backup, run_restore, run_stats
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
     PLANES,
@@ -31,6 +34,7 @@ from ratatoskr.provider.settings import (
 __all__ = ["EXIT_CONFIG", "bind_socket", "load_settings", "main", "parser"]
 
 EXIT_CONFIG = 2
+EXIT_FAILED = 1
 
 
 def load_settings(dev: bool, **overrides: Any) -> Settings:
@@ -123,6 +127,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_doctor(settings, _planes(args.plane), out=sys.stdout)
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    os.umask(0o077)  # the copy is created 0600 anyway; so is anything SQLite adds beside it
+    return run_backup(settings, args.plane, args.to, overwrite=args.overwrite, out=sys.stdout)
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    os.umask(0o077)  # whatever SQLite creates beside the restored file stays owner-only
+    return run_restore(settings, args.plane, args.source, out=sys.stdout)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    return run_stats(settings, _planes(args.plane), as_json=args.json, out=sys.stdout)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ratatoskr", description="Ratatoskr memory provider.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -146,6 +167,22 @@ def parser() -> argparse.ArgumentParser:
     doctor.add_argument("--plane", choices=["all", *PLANES], default="all")
     doctor.add_argument("--dev", action="store_true")
     doctor.set_defaults(func=cmd_doctor)
+    backup = sub.add_parser("backup", help="a verified online copy of a plane's database")
+    backup.add_argument("--plane", choices=PLANES, required=True, help="memory or affect")
+    backup.add_argument("--to", required=True, metavar="FILE", help="the copy (created 0600)")
+    backup.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    backup.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    backup.set_defaults(func=cmd_backup)
+    restore = sub.add_parser("restore", help="replace a plane's database with a backup")
+    restore.add_argument("--plane", choices=PLANES, required=True, help="memory or affect")
+    restore.add_argument("--from", dest="source", required=True, metavar="FILE")
+    restore.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    restore.set_defaults(func=cmd_restore)
+    stats = sub.add_parser("stats", help="rows, ledger, tombstones and sizes per plane")
+    stats.add_argument("--plane", choices=["all", *PLANES], default="all")
+    stats.add_argument("--json", action="store_true", help="one JSON object")
+    stats.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    stats.set_defaults(func=cmd_stats)
     return p
 
 
@@ -156,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"ratatoskr: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except OperationFailed as exc:
+        print(f"ratatoskr: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def memory_main() -> int:

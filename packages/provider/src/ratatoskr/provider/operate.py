@@ -1,0 +1,283 @@
+"""The operator's commands: ``backup``, ``restore`` and ``stats`` of a plane's file.
+
+The SQLite mechanics live in ``ratatoskr.sqlite`` (``backup``, ``inuse``,
+``stats``); this module adds what only the provider knows — which file a plane
+is configured to use, the schema version this release migrates each plane to,
+the fixed setting each plane's file records (``planes._FIXED``) — and turns
+every refusal into one line naming the setting or flag at fault.
+
+The replay cache beside a plane file (``<db>.replay``) is neither backed up
+nor replaced by a restore: it remembers token ids only until their tokens
+expire (``RATATOSKR_TOKEN_MAX_LIFETIME_S``, 300 s at most), so a copy is stale
+within minutes, while the live one must stay where it is to keep refusing the
+tokens accepted before the restore.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from typing import Any, TextIO
+
+from ratatoskr.affect import schema as affect_schema
+from ratatoskr.memory import schema as memory_schema
+from ratatoskr.provider.planes import _FIXED, TOKEN_PLANES, db_setting
+from ratatoskr.provider.settings import PLANES, ConfigError, Plane, Settings
+from ratatoskr.sqlite import (
+    MEMORY_PATH,
+    DatabaseInUse,
+    DatabaseStats,
+    InvalidBackup,
+    MetaSetting,
+    PlaneFile,
+    StorageError,
+    backup_database,
+    database_stats,
+    replay_path,
+    restore_database,
+)
+from ratatoskr.vmp import schema as vmp_schema
+
+__all__ = ["OperationFailed", "plane_file", "run_backup", "run_restore", "run_stats"]
+
+# The planes a backup or restore covers; VMP has its own snapshot endpoints.
+BACKUP_PLANES: tuple[Plane, ...] = ("memory", "affect")
+_VMP_HINT = (
+    "--plane vmp: VMP is backed up with its snapshot (GET /vmp/v1/snapshot/download) "
+    "and restored with POST /vmp/v1/snapshot/upload"
+)
+
+
+class OperationFailed(Exception):
+    """The command was valid but the work failed (a full disk, an I/O error)."""
+
+
+def _newest_version(settings: Settings, plane: Plane) -> int:
+    """The schema version this release migrates ``plane``'s file to."""
+    if plane == "memory":
+        return len(memory_schema.migrations(settings.memory_embedding_dim))
+    if plane == "affect":
+        return len(affect_schema.MIGRATIONS)
+    return len(vmp_schema.MIGRATIONS)
+
+
+def plane_file(settings: Settings, plane: Plane) -> PlaneFile:
+    """What a sound file of ``plane`` is under ``settings``: the newest schema version
+    this release knows, and the fixed setting with the variable that sets it."""
+    meta = {}
+    fixed = _FIXED.get(plane)
+    if fixed is not None:
+        key, attribute, variable = fixed
+        meta[key] = MetaSetting(str(getattr(settings, attribute)), variable)
+    return PlaneFile(plane, _newest_version(settings, plane), meta)
+
+
+def _database_file(settings: Settings, plane: Plane, doing: str) -> str:
+    if plane not in BACKUP_PLANES:
+        raise ConfigError(_VMP_HINT)
+    path = settings.db_path(plane)
+    if path == MEMORY_PATH:
+        raise ConfigError(f"{db_setting(plane)} is {MEMORY_PATH}: there is no file to {doing}")
+    return path
+
+
+def _plane_files(settings: Settings) -> list[str]:
+    """Every configured plane file and every file SQLite or a replay cache keeps beside
+    it: none may be a backup's destination or a restore's source."""
+    files = []
+    for plane in PLANES:
+        path = settings.db_path(plane)
+        if path != MEMORY_PATH:
+            files += [path, f"{path}-wal", f"{path}-shm", f"{path}-journal", replay_path(path)]
+    return files
+
+
+def _is_one_of(candidate: str, paths: list[str]) -> bool:
+    real = os.path.realpath(candidate)
+    for path in paths:
+        if os.path.realpath(path) == real:
+            return True
+        if os.path.exists(path) and os.path.exists(candidate) and os.path.samefile(path, candidate):
+            return True
+    return False
+
+
+def run_backup(settings: Settings, plane: Plane, dest: str, *, overwrite: bool, out: TextIO) -> int:
+    """``ratatoskr backup``: a verified, owner-only copy of the live plane file at ``dest``.
+
+    Raises ConfigError (one line; nothing written) for a refusal, OperationFailed when
+    the copy could not be made (nothing written either).
+    """
+    source = _database_file(settings, plane, "back up")
+    setting = db_setting(plane)
+    if not os.path.isfile(source):
+        raise ConfigError(f"{setting}: {source} does not exist; there is nothing to back up")
+    if _is_one_of(dest, _plane_files(settings)):
+        raise ConfigError(f"--to: {dest} is a plane's database or a file beside one")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(dest))):
+        raise ConfigError(f"--to: the directory of {dest} does not exist")
+    if os.path.isdir(dest):
+        raise ConfigError(f"--to: {dest} is a directory; give a file name")
+    if os.path.lexists(dest) and not overwrite:
+        raise ConfigError(f"--to: {dest} exists; choose a new name or pass --overwrite")
+    expected = plane_file(settings, plane)
+    try:
+        result = backup_database(source, dest, expected, overwrite=overwrite)
+    except InvalidBackup as exc:
+        raise ConfigError(f"{setting}: {source} {exc.message}; no backup written") from None
+    except StorageError as exc:
+        raise OperationFailed(f"backup failed: {exc.message}; nothing written to {dest}") from None
+    fixed = "".join(f", {k} {v.value}" for k, v in expected.meta.items())
+    out.write(
+        f"ratatoskr: backed up {plane} to {dest}: {_size(result.bytes)}, schema v"
+        f"{result.schema_version}{fixed}, integrity ok, in {result.seconds:.2f} s\n"
+    )
+    return 0
+
+
+def run_restore(settings: Settings, plane: Plane, source: str, *, out: TextIO) -> int:
+    """``ratatoskr restore``: replace the plane's file with a verified copy of ``source``.
+
+    Raises ConfigError (one line; the plane's file untouched) for a refusal — a corrupt
+    or foreign backup, a provider with the file open — and OperationFailed when the
+    work failed (the plane's file untouched too).
+    """
+    target = _database_file(settings, plane, "restore into")
+    setting = db_setting(plane)
+    if not os.path.isfile(source):
+        raise ConfigError(f"--from: {source} does not exist or is not a file")
+    if _is_one_of(source, _plane_files(settings)):
+        raise ConfigError(f"--from: {source} is a plane's live database or a file beside one")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
+        raise ConfigError(f"{setting}: the directory of {target} does not exist")
+    expected = plane_file(settings, plane)
+    # The replay cache is claimed too: a provider has it open whenever it serves the plane.
+    also = [replay_path(target)] if plane in TOKEN_PLANES else []
+    try:
+        result = restore_database(source, target, expected, also_claim=also)
+    except InvalidBackup as exc:
+        raise ConfigError(f"--from: {source} {exc.message}; {target} left as it was") from None
+    except DatabaseInUse as exc:
+        who = f" (pid {exc.pid})" if exc.pid else ""
+        raise ConfigError(
+            f"{setting}: {target} is open in another process{who}; stop the provider "
+            "serving it, then restore (nothing was changed)"
+        ) from None
+    except StorageError as exc:
+        raise OperationFailed(f"restore failed: {exc.message}; {target} left as it was") from None
+    older = (
+        f"; it is migrated to v{expected.schema_version} when the provider starts"
+        if result.schema_version < expected.schema_version
+        else ""
+    )
+    kept = f"; the replay cache {also[0]} was kept" if also and os.path.exists(also[0]) else ""
+    verb = "replaced" if result.replaced else "created"
+    out.write(
+        f"ratatoskr: restored {plane} from {source}: {verb} {target} ({_size(result.bytes)}, "
+        f"schema v{result.schema_version}{older}){kept}\n"
+    )
+    return 0
+
+
+def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, dict[str, Any]]:
+    """Per plane: its file's figures (``ratatoskr.sqlite.database_stats``) and its
+    replay cache's; ``error`` instead when the file cannot be read."""
+    report: dict[str, dict[str, Any]] = {}
+    for plane in planes:
+        path = settings.db_path(plane)
+        if path == MEMORY_PATH:
+            report[plane] = {"path": path, "exists": False, "in_memory": True}
+            continue
+        try:
+            entry = _stats_dict(database_stats(path, plane=plane))
+            if plane in TOKEN_PLANES:
+                replay = database_stats(replay_path(path), plane="replay")
+                entry["replay"] = {
+                    "path": replay.path,
+                    "exists": replay.exists,
+                    "file_bytes": replay.file_bytes,
+                    "wal_bytes": replay.wal_bytes,
+                    "entries": sum(t.rows for t in replay.tables if t.name == "replay_jti"),
+                }
+        except StorageError as exc:
+            entry = {"path": path, "error": exc.message}
+        report[plane] = entry
+    return report
+
+
+def _stats_dict(stats: DatabaseStats) -> dict[str, Any]:
+    data = asdict(stats)
+    data["planes"] = list(stats.planes)
+    data["free_bytes"] = stats.free_bytes
+    data["tables"] = {t.name: {"rows": t.rows, "kind": t.kind} for t in stats.tables}
+    return data
+
+
+def run_stats(settings: Settings, planes: tuple[Plane, ...], *, as_json: bool, out: TextIO) -> int:
+    """``ratatoskr stats``: print the figures as aligned tables or one JSON object; 1 when
+    a plane's file could not be read."""
+    report = collect_stats(settings, planes)
+    if as_json:
+        out.write(json.dumps({"planes": report}, indent=2, sort_keys=True) + "\n")
+    else:
+        out.write(_render(report))
+    return 1 if any("error" in entry for entry in report.values()) else 0
+
+
+def _render(report: dict[str, dict[str, Any]]) -> str:
+    summary: list[tuple[str, ...]] = [
+        ("plane", "file", "schema", "size", "wal", "free", "ledger", "tombstones", "replay")
+    ]
+    tables: list[tuple[str, ...]] = [("plane", "table", "kind", "rows")]
+    for plane, e in report.items():
+        if e.get("in_memory"):
+            summary.append((plane, e["path"], "-", "in memory", "-", "-", "-", "-", "-"))
+        elif "error" in e:
+            summary.append((plane, e["path"], f"error: {e['error']}", "", "", "", "", "", ""))
+        elif not e["exists"]:
+            summary.append((plane, e["path"], "not created yet", "", "", "", "", "", ""))
+        else:
+            replay = e.get("replay")
+            summary.append(
+                (
+                    plane,
+                    e["path"],
+                    f"v{e['schema_version']}",
+                    _size(e["file_bytes"]),
+                    _size(e["wal_bytes"]),
+                    f"{_size(e['free_bytes'])} ({e['freelist_pages']} pages)",
+                    f"{e['ledger_entries']} ({e['ledger_expired']} expired)",
+                    str(e["tombstones"]),
+                    f"{replay['entries']} ids, {_size(replay['file_bytes'] + replay['wal_bytes'])}"
+                    if replay and replay["exists"]
+                    else "-",
+                )
+            )
+            for name, t in e["tables"].items():
+                tables.append((plane, name, t["kind"], str(t["rows"])))
+    text = _align(summary)
+    if len(tables) > 1:
+        text += "\n" + _align(tables, right={3})
+    return text
+
+
+def _align(rows: list[tuple[str, ...]], right: set[int] | None = None) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if right and i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns

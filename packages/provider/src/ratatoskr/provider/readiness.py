@@ -1,0 +1,115 @@
+"""``GET /readyz``: whether every plane this process serves can read and write its files.
+
+A read through an open connection proves little on its own: SQLite keeps
+reading a file that was deleted, replaced or made unreadable after it was
+opened (and ``/healthz`` touches nothing at all). So for each plane the probe
+checks that the configured path still names the file that was opened (device
+and inode, recorded when the app was built — the check the stores make before
+every write), that it is readable and writable, then reads through the plane's
+own store (its schema version, or VMP's counters) and asks its replay cache
+whether it has seen a token (``seen()``, a read of that file, whose path is
+checked the same way). The answer names each plane with ``ready`` or what
+failed — never a path, a count or anything stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bifrost.auth import ReplayCache
+from ratatoskr.provider.planes import OpenPlanes
+from ratatoskr.provider.settings import Plane, Settings
+from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
+
+__all__ = ["READY", "PlaneProbe", "plane_probes", "probe_all"]
+
+_log = logging.getLogger("ratatoskr.readyz")
+READY = "ready"
+# A jti no token carries (ours are random hex or UUIDs); only ever looked up.
+_PROBE_JTI = "ratatoskr-readyz-probe"
+
+
+@dataclass
+class _File:
+    what: str
+    path: str
+    identity: tuple[int, int] | None
+
+
+@dataclass
+class PlaneProbe:
+    """What ``/readyz`` checks for one plane."""
+
+    plane: str
+    read: Callable[[], object]
+    files: list[_File] = field(default_factory=list)
+    replay: ReplayCache | None = None
+
+    def check(self) -> str:
+        """``READY``, or a short content-free reason naming the part that failed."""
+        for f in self.files:
+            if _identity(f.path) != f.identity or f.identity is None:
+                return f"{f.what} file missing or replaced"
+            if not os.access(f.path, os.R_OK | os.W_OK):
+                return f"{f.what} file not readable and writable"
+        try:
+            self.read()
+        except Exception as exc:  # any failure of the read is the finding
+            _log.warning("readyz: %s database read failed (%s)", self.plane, type(exc).__name__)
+            return "database read failed"
+        if self.replay is not None:
+            try:
+                self.replay.seen(_PROBE_JTI, time.time())
+            except Exception as exc:  # likewise
+                _log.warning("readyz: %s replay cache failed (%s)", self.plane, type(exc).__name__)
+                return "replay cache read failed"
+        return READY
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def plane_probes(
+    settings: Settings, planes: tuple[Plane, ...], opened: OpenPlanes
+) -> list[PlaneProbe]:
+    """One probe per served plane; records each file's identity now (call it right
+    after the stores are opened)."""
+    probes = []
+    for plane in planes:
+        read: Callable[[], object]
+        if plane == "memory" and opened.memory is not None:
+            read = opened.memory.database.schema_version
+        elif plane == "affect" and opened.affect is not None:
+            read = opened.affect.database.schema_version
+        elif plane == "vmp" and opened.vmp is not None:
+            read = opened.vmp.record_count
+        else:
+            continue
+        probe = PlaneProbe(plane, read, replay=opened.replay.get(plane))
+        path = settings.db_path(plane)
+        if path != MEMORY_PATH:
+            probe.files.append(_File("database", path, _identity(path)))
+        if isinstance(probe.replay, SqliteReplayCache):
+            probe.files.append(
+                _File("replay cache", probe.replay.path, _identity(probe.replay.path))
+            )
+        probes.append(probe)
+    return probes
+
+
+def probe_all(probes: list[PlaneProbe]) -> dict[str, str]:
+    """Each plane's answer (blocking I/O: run it in a worker thread)."""
+    answers = {p.plane: p.check() for p in probes}
+    for plane, answer in answers.items():
+        if answer != READY:
+            _log.warning("readyz: %s not ready: %s", plane, answer)
+    return answers
