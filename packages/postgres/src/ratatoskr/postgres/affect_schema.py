@@ -8,8 +8,9 @@
   ``PRIMARY KEY (key, revision)``: a history page is a backward range scan.
 - ``affect_idempotency``: the replay ledger.
 
-A btree ``(axis, key)`` per scope axis lets each conjunction of a ``list``
-filter walk its keys in key order from the cursor and stop after a page. Keys
+A btree ``(axis, key)`` per scope axis (partial: keys that carry the axis)
+lets each conjunction of a ``list`` filter walk its keys in key order from the
+cursor and stop after a page. Keys
 are ``COLLATE "C"``: code-point order, the order of the keyset cursor. Records
 keep the default TOAST storage: unlike the memory plane's embeddings, affect
 JSON compresses, and most records stay under the 2 KB where TOAST starts.
@@ -63,7 +64,7 @@ def migrations(schema: str) -> list[Migration]:
         current=current,
         history=_table(schema, HISTORY),
         indexes=sql.SQL("; ").join(
-            sql.SQL("CREATE INDEX {i} ON {t} ({c}, key)").format(
+            sql.SQL("CREATE INDEX {i} ON {t} ({c}, key) WHERE {c} IS NOT NULL").format(
                 i=sql.Identifier(f"{CURRENT}_{column}"), t=current, c=sql.Identifier(column)
             )
             for column in ("end_user", "grp", "tenant", "agent_self")

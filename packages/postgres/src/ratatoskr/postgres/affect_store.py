@@ -49,13 +49,23 @@ from bifrost.memory.validation import validate_expected_revisions
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from ratatoskr.postgres import affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
-from ratatoskr.postgres.scope import AXIS_COLUMNS, conjunction_sql, conjunctions, scope_columns
+from ratatoskr.postgres.scope import (
+    AXIS_COLUMNS,
+    FilterShape,
+    conjunction_sql,
+    conjunctions,
+    filter_params,
+    filter_shape,
+    scope_columns,
+)
 from ratatoskr.postgres.text import from_db, to_db
 
 __all__ = ["PostgresAffectStore", "open_postgres_affect_store", "rfc3339"]
 
 _PRUNE_PER_WRITE = 64
 _AXES = tuple(AXIS_COLUMNS.values())
+# Rendered list statements kept per store (per filter shape).
+_STATEMENT_CACHE = 128
 # Module-level because the class's ``list`` verb shadows the builtin inside it.
 _Items = list[dict[str, Any]]
 _Records = dict[str, dict[str, Any]]
@@ -97,6 +107,7 @@ class PostgresAffectStore:
         cur_t = db.table(affect_schema.CURRENT)
         hist_t = db.table(affect_schema.HISTORY)
         self._current = cur_t
+        self._list_by_shape: dict[FilterShape, bytes] = {}
         axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
         self._lock_sql = sql.SQL(
             "SELECT key, revision FROM {t} WHERE key = ANY(%s) ORDER BY key FOR UPDATE"
@@ -309,28 +320,36 @@ class PostgresAffectStore:
 
     def _list_sql(
         self, conjs: Sequence[dict[str, str]], after: str, want: int
-    ) -> tuple[sql.Composed, _Params]:
+    ) -> tuple[bytes, _Params]:
         """One statement (one snapshot): per conjunction the first ``want`` keys after
         the cursor, walked in key order on its ``(axis, key)`` index; their union's
-        first ``want`` keys; those keys' current rows."""
-        parts: _Parts = []
+        first ``want`` keys; those keys' current rows. Rendered once per filter shape."""
         params: _Params = []
         for conj in conjs:
-            where, values = conjunction_sql(conj)
+            params += [*filter_params([conj]), after, want]
+        params.append(want)
+        shape = filter_shape(conjs)
+        cached = self._list_by_shape.get(shape)
+        if cached is not None:
+            return cached, params
+        parts: _Parts = []
+        for conj in conjs:
+            where, _values = conjunction_sql(conj)
             parts.append(
                 sql.SQL(
                     "(SELECT key FROM {t} WHERE {w} AND key > %s ORDER BY key LIMIT %s)"
                 ).format(t=self._current, w=where)
             )
-            params += [*values, after, want]
         union = parts[0] if len(parts) == 1 else sql.SQL(" UNION ").join(parts)
         statement = sql.SQL(
             "SELECT c.key, c.record_json, c.revision, c.recorded_at FROM {t} AS c"
             " WHERE c.key IN (SELECT key FROM ({u}) AS u ORDER BY key LIMIT %s)"
             " ORDER BY c.key"
         ).format(t=self._current, u=union)
-        params.append(want)
-        return statement, params
+        if len(self._list_by_shape) >= _STATEMENT_CACHE:
+            self._list_by_shape.clear()  # bounded: a caller can make shapes without end
+        rendered = self._list_by_shape[shape] = statement.as_bytes(None)
+        return rendered, params
 
     # -- plumbing --------------------------------------------------------------------
 

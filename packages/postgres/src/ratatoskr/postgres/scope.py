@@ -27,7 +27,11 @@ from ratatoskr.postgres.text import from_db, to_db, utf8_encodable
 __all__ = [
     "AXIS_COLUMNS",
     "Conjunction",
+    "FilterShape",
+    "conjunction_sql",
     "conjunctions",
+    "filter_params",
+    "filter_shape",
     "scope_columns",
     "scope_from_columns",
     "where_sql",
@@ -44,6 +48,9 @@ if tuple(AXIS_COLUMNS) != SCOPE_LATTICE:  # pragma: no cover - a new axis needs 
     raise RuntimeError("the scope lattice changed: the PostgreSQL schema needs a column for it")
 
 Conjunction = dict[str, str]
+# Which axes each conjunction constrains: the SQL of a filter depends on this alone,
+# so a store renders each shape's statement once and binds the values.
+FilterShape = tuple[tuple[str, ...], ...]
 
 
 def scope_columns(scope: Mapping[str, str]) -> tuple[str | None, ...]:
@@ -97,6 +104,16 @@ def conjunction_sql(
             parts.append(sql.SQL("{} = %s").format(column))
             params.append(to_db(conj[axis]))
     return sql.SQL(" AND ").join(parts), params
+
+
+def filter_shape(conjs: Sequence[Conjunction]) -> FilterShape:
+    """The shape of a union (the key of its rendered SQL)."""
+    return tuple(tuple(axis for axis in AXIS_COLUMNS if axis in conj) for conj in conjs)
+
+
+def filter_params(conjs: Sequence[Conjunction]) -> list[str]:
+    """The values of a union, in the order its SQL binds them."""
+    return [to_db(conj[axis]) for conj in conjs for axis in AXIS_COLUMNS if axis in conj]
 
 
 def where_sql(conjs: Sequence[Conjunction]) -> tuple[sql.Composable, list[str]]:
