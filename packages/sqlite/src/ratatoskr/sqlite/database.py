@@ -12,10 +12,12 @@ database exists only inside its one connection, so there every call shares it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import stat
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import apsw
@@ -27,7 +29,7 @@ from ratatoskr.sqlite.driver import (
     load_sqlite_vec,
     translate_errors,
 )
-from ratatoskr.sqlite.errors import SchemaMismatch, StorageUnavailable
+from ratatoskr.sqlite.errors import ForeignDatabase, SchemaMismatch, StorageUnavailable
 from ratatoskr.sqlite.migrations import (
     Migration,
     apply_migrations,
@@ -36,6 +38,35 @@ from ratatoskr.sqlite.migrations import (
     recorded_planes,
     schema_version,
 )
+
+# Free pages given back per transaction by an incremental compaction (16 MiB of 4 KiB
+# pages): each step holds the write lock ~0.1 s and adds at most that much to the WAL.
+COMPACT_STEP_PAGES = 4096
+# What a plane rebuilds before the file is vacuumed (inside one write transaction);
+# returns the names of the tables it rebuilt.
+Prepare = Callable[[apsw.Connection], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What a compaction did. Sizes are the database file plus its WAL, in bytes."""
+
+    # "incremental_vacuum" (the file has auto_vacuum=INCREMENTAL), "vacuum" (a full
+    # rewrite, which also switches the file to INCREMENTAL) or "none" (":memory:").
+    method: str
+    bytes_before: int
+    bytes_after: int
+    free_pages_before: int
+    free_pages_after: int
+    seconds: float
+    # Tables the plane rebuilt first (their dead space is not free pages).
+    rebuilt: tuple[str, ...] = ()
+    # False when a reader of another process kept the WAL from being truncated.
+    wal_truncated: bool = True
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        return self.bytes_before - self.bytes_after
 
 
 @dataclass(frozen=True)
@@ -83,6 +114,8 @@ class Database:
         self._abspath = os.path.abspath(path)
         self._identity = None if self.is_memory else _identity(self._abspath)
         try:
+            if not self.is_memory and not self.options.readonly:
+                _incremental_when_new(self._writer)
             with self.write() as conn:
                 for key, wanted in (meta or {}).items():
                     stored = read_meta(conn, key)
@@ -174,6 +207,40 @@ class Database:
         with translate_errors():
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
+    def compact(self, *, full: bool = False, prepare: Prepare | None = None) -> CompactReport:
+        """Give the file's free pages back to the filesystem (deleted rows leave them;
+        SQLite reuses them for later writes but never shrinks the file by itself).
+
+        A file with ``auto_vacuum=INCREMENTAL`` (every file this library creates) is
+        compacted by ``PRAGMA incremental_vacuum`` in steps of COMPACT_STEP_PAGES, each
+        its own short write transaction, so writes of this and other processes go on
+        between steps. Any other file, or ``full=True``, gets a ``VACUUM``: the whole
+        file rewritten in one transaction (writes wait; the WAL and a temporary copy
+        grow to the file's size), which also switches it to INCREMENTAL for next time.
+        ``prepare`` (a plane's own rebuild, e.g. of a sqlite-vec table) runs first in a
+        write transaction. The WAL is checkpointed and truncated at the end; readers
+        are never blocked. Raises StorageError subclasses (StorageUnavailable when the
+        database is closed or another process held the lock past the busy timeout).
+        """
+        if self.is_memory:
+            self._check_open()
+            start = time.perf_counter()
+            rebuilt: tuple[str, ...] = ()
+            if prepare is not None:
+                with self.write() as conn:
+                    rebuilt = tuple(prepare(conn))
+            return CompactReport("none", 0, 0, 0, 0, time.perf_counter() - start, rebuilt)
+
+        @contextlib.contextmanager
+        def writer() -> Iterator[apsw.Connection]:
+            with self._lock:
+                self._check_open()
+                self._check_file()
+                with translate_errors():
+                    yield self._writer
+
+        return _compact(writer, self._abspath, full=full, prepare=prepare)
+
     def schema_version(self) -> int:
         """The plane's applied schema version."""
         with self.read() as conn:
@@ -190,6 +257,142 @@ class Database:
             for conn in readers:
                 conn.close()
             self._writer.close()
+
+
+def compact_database(
+    path: str, *, plane: str, full: bool = False, prepare: Prepare | None = None
+) -> CompactReport:
+    """:meth:`Database.compact` for a plane's file given by path (an operator command),
+    safe beside a provider serving the same file: it takes SQLite's locks like any
+    writer, applies no migration and creates nothing.
+
+    Raises StorageUnavailable when the file does not exist, ForeignDatabase when it
+    does not hold ``plane``'s schema (or holds another plane's), and the other
+    StorageError subclasses for unusable files.
+    """
+    if path == MEMORY_PATH or not os.path.isfile(path):
+        raise StorageUnavailable("database file does not exist")
+    conn = connect(path, ConnectionOptions(load_vec=True))
+    try:
+        with translate_errors():
+            planes = recorded_planes(conn)
+        if planes != (plane,):
+            held = ", ".join(planes) if planes else "no plane's schema"
+            raise ForeignDatabase(f"the file holds {held}, not the {plane} plane")
+        lock = threading.Lock()
+
+        @contextlib.contextmanager
+        def writer() -> Iterator[apsw.Connection]:
+            with lock, translate_errors():
+                yield conn
+
+        return _compact(writer, os.path.abspath(path), full=full, prepare=prepare)
+    finally:
+        conn.close()
+
+
+def _compact(
+    writer: Callable[[], contextlib.AbstractContextManager[apsw.Connection]],
+    path: str,
+    *,
+    full: bool,
+    prepare: Prepare | None,
+) -> CompactReport:
+    """The compaction itself; ``writer()`` lends the writing connection (outside any
+    transaction) for one step at a time."""
+    start = time.perf_counter()
+    with writer() as conn:
+        before, free_before = _file_bytes(path), _pragma(conn, "freelist_count")
+    rebuilt: tuple[str, ...] = ()
+    if prepare is not None:
+        with writer() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rebuilt = tuple(prepare(conn))
+                conn.execute("COMMIT")
+            except BaseException:
+                if not conn.get_autocommit():
+                    conn.execute("ROLLBACK")
+                raise
+    with writer() as conn:
+        incremental = _auto_vacuum(conn) == _AUTO_VACUUM_INCREMENTAL
+        free = _pragma(conn, "freelist_count")
+    if incremental and not full:
+        method = "incremental_vacuum"
+        # Writers may free pages meanwhile: a bounded number of steps, not "until zero".
+        for _step in range(math.ceil(free / COMPACT_STEP_PAGES) + 1):
+            with writer() as conn:
+                if _pragma(conn, "freelist_count") == 0:
+                    break
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # One page per step of the statement: it must be run to the end.
+                    conn.execute(f"PRAGMA incremental_vacuum({COMPACT_STEP_PAGES})").fetchall()
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if not conn.get_autocommit():
+                        conn.execute("ROLLBACK")
+                    raise
+    else:
+        method = "vacuum"
+        with writer() as conn:
+            # Takes effect in the rewrite: later compactions are incremental.
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            conn.execute("VACUUM")
+    with writer() as conn:
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
+        free_after = _pragma(conn, "freelist_count")
+    return CompactReport(
+        method=method,
+        bytes_before=before,
+        bytes_after=_file_bytes(path),
+        free_pages_before=free_before,
+        free_pages_after=free_after,
+        seconds=time.perf_counter() - start,
+        rebuilt=rebuilt,
+        wal_truncated=busy == 0,
+    )
+
+
+_AUTO_VACUUM_INCREMENTAL = 2
+
+
+def _pragma(conn: apsw.Connection, name: str) -> int:
+    return int(conn.execute(f"PRAGMA {name}").fetchall()[0][0])  # type: ignore[arg-type]
+
+
+def _auto_vacuum(conn: apsw.Connection) -> int:
+    """The file's auto-vacuum mode. Outside a transaction the pragma answers what the
+    connection last read, which another process's VACUUM may have changed since."""
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+        return _pragma(conn, "auto_vacuum")
+    finally:
+        conn.execute("COMMIT")
+
+
+def _file_bytes(path: str) -> int:
+    total = 0
+    for name in (path, path + "-wal"):
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(name)
+    return total
+
+
+def _incremental_when_new(conn: apsw.Connection) -> None:
+    """Switch a file that holds nothing yet to ``auto_vacuum=INCREMENTAL``, so that
+    :meth:`Database.compact` can later give pages back in short steps instead of
+    rewriting the file. The mode is fixed once a table exists, and opening in WAL
+    mode has already written the header, so a ``VACUUM`` of the empty file sets it
+    (instant). A file that holds anything is left exactly as it is."""
+    with translate_errors():
+        if conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall():
+            return
+        if _pragma(conn, "auto_vacuum") == _AUTO_VACUUM_INCREMENTAL:
+            return
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        conn.execute("VACUUM")
 
 
 def _identity(path: str) -> tuple[int, int] | None:
