@@ -313,3 +313,16 @@ def test_in_memory_replay_cache_seen_honours_expiry() -> None:
     assert cache.check_and_add("a", 10.0, now=0.0)
     assert cache.seen("a", now=9.0)
     assert not cache.seen("a", now=10.0)
+
+
+def test_previous_keys_are_accepted_and_only_listed_keys() -> None:
+    old, new = b"old-key-0123456789abcdef-0123456789", b"new-key-0123456789abcdef-0123456789"
+    rotating = JwtVerifier(new, previous_keys=[old])
+    for key in (old, new):
+        rotating.verify(hs256(claims(BODY), key), body=BODY, plane="memory", verb="health")
+    with pytest.raises(Unauthenticated, match="signature invalid"):
+        rotating.verify(hs256(claims(BODY), KEY), body=BODY, plane="memory", verb="health")
+    with pytest.raises(Unauthenticated, match="signature invalid"):
+        JwtVerifier(new).verify(hs256(claims(BODY), old), body=BODY, plane="memory", verb="health")
+    with pytest.raises(ValueError, match="previous_keys"):
+        JwtVerifier(new, previous_keys=[b""])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bifrost.affect.protocol import AffectDataStore
@@ -38,6 +38,7 @@ def build_affect_provider_app(
     leeway_s: float = 30,
     replay_cache_size: int = 100_000,
     replay_cache: ReplayCache | None = None,
+    previous_keys: Sequence[bytes] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
     clock: Callable[[], float] = time.time,
@@ -63,6 +64,7 @@ def build_affect_provider_app(
         leeway_s=leeway_s,
         replay_cache_size=replay_cache_size,
         replay_cache=replay_cache,
+        previous_keys=previous_keys,
         clock=clock,
     )
     registration = ConsumerRegistration(

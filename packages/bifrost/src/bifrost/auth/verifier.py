@@ -24,7 +24,7 @@ import hashlib
 import hmac
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,10 @@ class Claims:
         )
 
 
+class _SignatureMismatch(Exception):
+    """The signature does not match the key tried (another key may)."""
+
+
 @dataclass(frozen=True)
 class PendingToken:
     """A token whose header checks passed; its body binding is still to be checked."""
@@ -90,7 +94,9 @@ def _number(value: object) -> float | None:
 class JwtVerifier:
     """Verifies one Heimdall token against one request.
 
-    ``key`` is the shared HS256 secret (non-empty bytes); ``replay_cache`` is
+    ``key`` is the shared HS256 secret (non-empty bytes); ``previous_keys`` are
+    keys still accepted while Heimdall moves to ``key`` (a rotation without
+    downtime: see the README's "Operating ratatoskr"); ``replay_cache`` is
     where accepted ``jti`` values are remembered (default: an
     :class:`InMemoryReplayCache` of ``replay_cache_size`` entries, one process
     only); ``clock`` returns seconds since the epoch (injectable for tests).
@@ -106,6 +112,7 @@ class JwtVerifier:
         leeway_s: float = 30,
         replay_cache_size: int = 100_000,
         replay_cache: ReplayCache | None = None,
+        previous_keys: Sequence[bytes] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(key, bytes | bytearray):
@@ -116,7 +123,11 @@ class JwtVerifier:
             raise ValueError("max_lifetime_s must be positive and leeway_s non-negative")
         if replay_cache is not None and not isinstance(replay_cache, ReplayCache):
             raise TypeError("replay_cache must have check_and_add() and seen()")
-        self._key = bytes(key)
+        if any(not isinstance(k, bytes | bytearray) or not k for k in previous_keys):
+            raise ValueError("previous_keys must be non-empty bytes")
+        # The current key first: during a rotation only tokens still signed with a
+        # previous key pay for a second signature check.
+        self._keys = (bytes(key), *(bytes(k) for k in previous_keys))
         self.issuer = issuer
         self.audience = audience
         self.max_lifetime_s = max_lifetime_s
@@ -198,12 +209,30 @@ class JwtVerifier:
     def _decode(self, token: object) -> dict[str, Any]:
         if not isinstance(token, str) or not token:
             raise Unauthenticated("token missing")
-        # One decode: PyJWT checks each base64url segment character by character in
-        # Python, so decoding the header separately first doubled the cost of a call.
+        for i, key in enumerate(self._keys):
+            try:
+                decoded = self._decode_with(token, key)
+                break
+            except _SignatureMismatch:
+                if i + 1 == len(self._keys):
+                    raise Unauthenticated("token signature invalid") from None
+        if decoded["header"].get("alg") != "HS256":
+            raise Unauthenticated("token algorithm not allowed (HS256 only)")
+        payload: dict[str, Any] = decoded["payload"]
+        # PyJWT accepts a list that merely contains the audience; a token minted for
+        # several consumers would be good at each of them, so only the exact id passes.
+        if payload["aud"] != self.audience:
+            raise Unauthenticated("token audience mismatch")
+        return payload
+
+    def _decode_with(self, token: str, key: bytes) -> dict[str, Any]:
+        """One PyJWT decode with ``key``; a signature that does not match raises
+        ``_SignatureMismatch`` (another key may fit), every other failure
+        ``Unauthenticated``."""
         try:
-            decoded = jwt.decode_complete(
+            return jwt.decode_complete(
                 token,
-                self._key,
+                key,
                 algorithms=["HS256"],
                 audience=self.audience,
                 issuer=self.issuer,
@@ -221,7 +250,7 @@ class JwtVerifier:
         except jwt.MissingRequiredClaimError as exc:
             raise Unauthenticated(f"token missing claim {exc.claim}") from None
         except jwt.InvalidSignatureError:
-            raise Unauthenticated("token signature invalid") from None
+            raise _SignatureMismatch from None
         except jwt.InvalidAudienceError:
             raise Unauthenticated("token audience mismatch") from None
         except jwt.InvalidIssuerError:
@@ -232,14 +261,6 @@ class JwtVerifier:
             raise Unauthenticated("token malformed") from None
         except jwt.InvalidTokenError:
             raise Unauthenticated("token invalid") from None
-        if decoded["header"].get("alg") != "HS256":
-            raise Unauthenticated("token algorithm not allowed (HS256 only)")
-        payload: dict[str, Any] = decoded["payload"]
-        # PyJWT accepts a list that merely contains the audience; a token minted for
-        # several consumers would be good at each of them, so only the exact id passes.
-        if payload["aud"] != self.audience:
-            raise Unauthenticated("token audience mismatch")
-        return payload
 
     def _bifrost_claim(
         self, payload: dict[str, Any], *, plane: str

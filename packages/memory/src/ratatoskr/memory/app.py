@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,6 +28,7 @@ def build_memory_provider_app(
     max_body_bytes: int | None = None,
     max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
     replay_cache: ReplayCache | None = None,
+    previous_keys: Sequence[bytes] = (),
     **app_kwargs: Any,
 ) -> Starlette:
     """Wire a JwtVerifier and a registration, and hand ``store`` to bifrost's memory app.
@@ -48,6 +50,7 @@ def build_memory_provider_app(
         max_lifetime_s=max_lifetime_s,
         leeway_s=leeway_s,
         replay_cache=replay_cache,
+        previous_keys=previous_keys,
     )
     registration = ConsumerRegistration(
         consumer_id=consumer_id,

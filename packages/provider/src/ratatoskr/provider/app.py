@@ -62,6 +62,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             settings.heimdall_key_bytes(),
             settings.consumer_id,
             replay_cache=opened.replay.get("memory"),
+            previous_keys=settings.heimdall_previous_keys(),
             body_budget=budget,
             heavy_calls=heavy,
             **wire,
@@ -72,15 +73,18 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
             settings.heimdall_key_bytes(),
             settings.consumer_id,
             replay_cache=opened.replay.get("affect"),
+            previous_keys=settings.heimdall_previous_keys(),
             body_budget=budget,
             heavy_calls=heavy,
             **wire,
         )
     if opened.vmp is not None:
         key = settings.vmp_api_key.get_secret_value() if settings.vmp_api_key else None
+        previous = settings.vmp_previous_api_key
         apps["vmp"] = build_vmp_app(
             opened.vmp,
             api_key=key,
+            previous_keys=[previous.get_secret_value()] if previous and key else [],
             allow_no_key=is_loopback_host(settings.host),
             max_body_bytes=settings.max_body_bytes,
             max_snapshot_bytes=settings.vmp_max_snapshot_bytes,

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
         None,
         description="Bearer key VMP clients send; may be unset only when listening on loopback.",
     )
+    vmp_previous_api_key: SecretStr | None = Field(
+        None, description="A VMP key still accepted during a rotation (same procedure)."
+    )
     vmp_max_records: int = Field(
         1_000_000, ge=1, description="VMP capacity; upserts beyond it answer 507."
     )
@@ -67,9 +70,15 @@ class Settings(BaseSettings):
     heimdall_key: SecretStr | None = Field(
         None, description="HS256 key shared with Heimdall, which signs every per-call JWT."
     )
+    heimdall_previous_key: SecretStr | None = Field(
+        None,
+        description="A key still accepted during a rotation (never used to mint); unset it "
+        "once Heimdall signs with the new key and the longest token lifetime has passed.",
+    )
     heimdall_key_file: Path | None = Field(
         None,
-        description="File holding the Heimdall key (instead of HEIMDALL_KEY); must not be "
+        description="File holding the Heimdall key (instead of HEIMDALL_KEY): the first line "
+        "is the current key, further lines keys still accepted during a rotation; must not be "
         "readable by group or others.",
     )
     issuer: str = Field("heimdall", min_length=1, description="Expected JWT `iss` claim.")
@@ -160,7 +169,7 @@ class Settings(BaseSettings):
             raise ValueError("must not be empty")
         return value
 
-    @field_validator("vmp_api_key")
+    @field_validator("vmp_api_key", "vmp_previous_api_key")
     @classmethod
     def _long_vmp_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < MIN_VMP_KEY_CHARS:
@@ -186,7 +195,9 @@ class Settings(BaseSettings):
         if self.heimdall_key is not None:
             key = self.heimdall_key.get_secret_value().encode()
         elif self.heimdall_key_file is not None:
+            # The first line is the current key; further lines are previous keys.
             key = read_key_file(self.heimdall_key_file, "RATATOSKR_HEIMDALL_KEY_FILE")
+            key = key.splitlines()[0].strip() if key else key
         else:
             raise ConfigError(
                 "no Heimdall key: set RATATOSKR_HEIMDALL_KEY or RATATOSKR_HEIMDALL_KEY_FILE "
@@ -201,6 +212,23 @@ class Settings(BaseSettings):
                 f"{MIN_HEIMDALL_KEY_BYTES} (e.g. `openssl rand -hex 32`)"
             )
         return key
+
+    def heimdall_previous_keys(self) -> list[bytes]:
+        """Keys still accepted while Heimdall moves to the current one: the setting, and
+        the key file's lines after the first. Raises ConfigError for a short one."""
+        keys: list[bytes] = []
+        if self.heimdall_previous_key is not None:
+            keys.append(self.heimdall_previous_key.get_secret_value().encode())
+        if self.heimdall_key_file is not None:
+            lines = read_key_file(self.heimdall_key_file, "RATATOSKR_HEIMDALL_KEY_FILE")
+            keys += [line.strip() for line in lines.splitlines()[1:] if line.strip()]
+        for key in keys:
+            if len(key) < MIN_HEIMDALL_KEY_BYTES:
+                raise ConfigError(
+                    f"RATATOSKR_HEIMDALL_PREVIOUS_KEY: a key has {len(key)} bytes; HS256 needs "
+                    f"at least {MIN_HEIMDALL_KEY_BYTES}"
+                )
+        return keys
 
     def host_names(self) -> list[str]:
         """Every name a request's ``Host`` may carry: loopback, the listening address

@@ -23,7 +23,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import IO, Any, TypeVar
 
 import anyio
@@ -215,6 +215,7 @@ def build_vmp_app(
     store: VmpStore,
     *,
     api_key: str | None,
+    previous_keys: Sequence[str] = (),
     allow_no_key: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_snapshot_bytes: int | None = None,
@@ -222,7 +223,8 @@ def build_vmp_app(
 ) -> Starlette:
     """The VMP plane's Starlette app over ``store``.
 
-    ``api_key`` is the bearer key every request must carry. It may be None only
+    ``api_key`` is the bearer key every request must carry (``previous_keys`` are
+    still accepted during a rotation). It may be None only
     with ``allow_no_key=True``, by which the caller asserts the server listens on
     loopback alone (see :func:`ratatoskr.vmp.auth.is_loopback_host`); the app then
     logs a warning that it runs without authentication. ``max_body_bytes`` caps
@@ -346,7 +348,7 @@ def build_vmp_app(
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(BearerAuth, api_key=api_key)],
+        middleware=[Middleware(BearerAuth, api_key=api_key, previous_keys=previous_keys)],
         exception_handlers={HTTPException: _http_error},
     )
 

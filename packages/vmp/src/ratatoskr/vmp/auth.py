@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -22,26 +23,32 @@ _UNAUTHORIZED_HEADERS = [
 class BearerAuth:
     """Let a request through only with the right bearer key; ``api_key=None`` lets all through."""
 
-    def __init__(self, app: ASGIApp, *, api_key: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, api_key: str | None, previous_keys: Sequence[str] = ()
+    ) -> None:
         self.app = app
-        self._key = None if api_key is None else api_key.encode("utf-8")
+        # The current key and the ones still accepted during a rotation.
+        self._keys = (
+            () if api_key is None else tuple(k.encode("utf-8") for k in (api_key, *previous_keys))
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._key is None or scope["type"] != "http" or self._authorized(scope):
+        if not self._keys or scope["type"] != "http" or self._authorized(scope):
             await self.app(scope, receive, send)
             return
         await send({"type": "http.response.start", "status": 401, "headers": _UNAUTHORIZED_HEADERS})
         await send({"type": "http.response.body", "body": b""})
 
     def _authorized(self, scope: Scope) -> bool:
-        assert self._key is not None
         values = [value for name, value in scope["headers"] if name == b"authorization"]
         if len(values) != 1:
             return False
         scheme, _, token = values[0].strip().partition(b" ")
         if scheme.lower() != b"bearer":
             return False
-        return hmac.compare_digest(token.strip(), self._key)
+        presented = token.strip()
+        # Every key is compared, so the time taken does not tell which one matched.
+        return sum(hmac.compare_digest(presented, key) for key in self._keys) > 0
 
 
 def is_loopback_host(host: str) -> bool:
