@@ -23,6 +23,7 @@ after the rollback.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ _BEGIN: dict[str, bytes] = {
     # One snapshot for several statements, and a promise to the server that no write follows.
     "snapshot": b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 }
+_POOL_LOGGER = logging.getLogger("psycopg.pool")
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
 _ATTEMPTS = 3
 
@@ -87,6 +89,11 @@ def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
     """A connection pool on ``dsn`` (a libpq URI or key=value string), opened and with
     ``min_size`` connections made, or StorageUnavailable (no DSN text in the message)."""
     opts = options or PoolOptions()
+    # psycopg_pool logs three INFO lines per checkout ("connection requested from …"):
+    # at a provider's INFO level that is a log line per call. Quieted unless an
+    # operator set the logger's level on purpose.
+    if _POOL_LOGGER.level == logging.NOTSET:
+        _POOL_LOGGER.setLevel(logging.WARNING)
     if opts.min_size < 0 or opts.max_size < max(1, opts.min_size):
         raise ValueError("pool sizes must satisfy 0 <= min_size <= max_size, max_size >= 1")
     pool: Pool = psycopg_pool.ConnectionPool(
