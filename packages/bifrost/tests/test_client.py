@@ -6,9 +6,17 @@ import anyio
 import httpx
 import jwt
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from bifrost.client import AsyncBifrostClient, BifrostClient, build_envelope, mint_token
+from bifrost.client import (
+    AsyncBifrostClient,
+    BifrostClient,
+    WrongBaseURL,
+    build_envelope,
+    mint_token,
+)
 from bifrost.consumer import ConsumerRegistration, build_affect_app, build_memory_app
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.support import DIM, KEY, chunk
@@ -189,3 +197,89 @@ def test_non_wire_responses_become_errors() -> None:
 def test_client_validates_plane() -> None:
     with pytest.raises(ValueError, match="plane"):
         BifrostClient("http://x", KEY, actor="a", plane="vmp")
+
+
+def test_wrong_base_url_is_named_not_internal() -> None:
+    """A combined server mounts planes at /memory and /affect; a base URL without the
+    mount gets a plain 404, which the client names instead of calling it internal."""
+    memory = build_memory_app(InMemoryMemoryStore(DIM), JwtVerifier(KEY), ConsumerRegistration())
+    combined = Starlette(routes=[Mount("/memory", app=memory)])
+    with TestClient(combined) as tc:
+        right = BifrostClient(
+            "http://testserver/memory", KEY, actor="a", plane="memory", http_client=tc
+        )
+        assert right.health()["plane"] == "memory"
+        wrong = BifrostClient("http://testserver", KEY, actor="a", plane="memory", http_client=tc)
+        with pytest.raises(WrongBaseURL) as info:
+            wrong.health()
+    err = info.value
+    assert isinstance(err, BifrostError) and not isinstance(err, Internal)
+    assert err.status == 404
+    assert "/bifrost/memory-call" in str(err) and "base URL" in str(err)
+    assert "/memory" in str(err)
+    assert "Bearer" not in str(err) and "eyJ" not in str(err)
+
+
+def test_wrong_base_url_async() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, text="Not Found")
+
+    async def main() -> None:
+        async with AsyncBifrostClient(
+            "http://x/memroy",
+            KEY,
+            actor="a",
+            plane="memory",
+            transport=httpx.MockTransport(handler),
+        ) as c:
+            with pytest.raises(WrongBaseURL, match="/memroy/bifrost/memory-call"):
+                await c.health()
+
+    anyio.run(main)
+
+
+def test_wire_404_body_is_kept() -> None:
+    """A 404 that carries a wire error body is that error, not a wrong URL."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            404,
+            json={
+                "ok": False,
+                "call_id": None,
+                "error": {"code": "memory.forbidden", "message": "m", "details": {}},
+            },
+        )
+
+    c = BifrostClient(
+        "http://x", KEY, actor="a", plane="memory", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(Forbidden):
+        c.health()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_numbers_raise_invalid_arguments_unsent(bad: float) -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    c = BifrostClient(
+        "http://x", KEY, actor="a", plane="memory", transport=httpx.MockTransport(handler)
+    )
+    record = chunk("secret-id", 0, {"tenant": "secret-tenant"}, content="secret content")
+    record["embedding"][3] = bad
+    with pytest.raises(InvalidArguments) as info:
+        c.upsert_many([record])
+    assert "args.records" in str(info.value) and "NaN or infinity" in str(info.value)
+    assert "secret" not in str(info.value) and "secret" not in repr(info.value.details)
+    with pytest.raises(InvalidArguments, match=r"search: args\.vector"):
+        c.search([bad] * DIM, top_k=1)
+    with pytest.raises(InvalidArguments, match="NaN or infinity"):
+        build_envelope("search", {"vector": [bad]})
+    with pytest.raises(InvalidArguments, match="not JSON data"):
+        c.search([object()], top_k=1)  # type: ignore[list-item]
+    assert sent == []
+    c.close()

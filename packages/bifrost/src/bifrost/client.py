@@ -8,12 +8,17 @@ asynchronous. For tests pass ``transport=`` (``httpx.MockTransport``, or
 ``httpx.Client``, e.g. Starlette's ``TestClient(app)`` for the sync client).
 Upserts/puts without an ``idempotency_key`` get a fresh uuid4 key — pass your
 own to make retries safe.
+
+A base URL the server has no Bifrost endpoint under (a combined server's root
+instead of ``…/memory``) raises :class:`WrongBaseURL`; arguments holding NaN
+or infinity raise ``InvalidArguments`` before anything is sent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import uuid
 from typing import Any
@@ -22,9 +27,18 @@ import httpx
 import jwt
 
 from bifrost.envelope import WIRE_VERSION
-from bifrost.errors import error_from_wire
+from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
 
-__all__ = ["AsyncBifrostClient", "BifrostClient", "build_envelope", "mint_token"]
+__all__ = ["AsyncBifrostClient", "BifrostClient", "WrongBaseURL", "build_envelope", "mint_token"]
+
+
+class WrongBaseURL(BifrostError):
+    """The server answered 404 without a wire error: no Bifrost endpoint at that path,
+    so the base URL is wrong (it must end in ``/memory`` or ``/affect`` on a combined
+    server, or be the root of a standalone plane)."""
+
+    code_suffix = "wrong_base_url"
+    http_status = 404
 
 
 def mint_token(
@@ -78,7 +92,32 @@ def build_envelope(
         env["idempotency_key"] = idempotency_key
     if idempotency_class is not None:
         env["idempotency_class"] = idempotency_class
-    return json.dumps(env, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    for name, value in env["args"].items():
+        if not _finite(value):
+            raise InvalidArguments(
+                f"{verb}: args.{name} holds NaN or infinity; embeddings, vectors and "
+                "every other number must be finite",
+                {"field": name},
+            )
+    try:
+        return json.dumps(env, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise InvalidArguments(f"{verb}: args are not JSON data ({type(exc).__name__})") from None
+
+
+def _finite(value: object) -> bool:
+    """False when a float anywhere in ``value`` is NaN or infinite (iteratively)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
 
 
 def _result(response: httpx.Response) -> Any:
@@ -95,6 +134,13 @@ def _result(response: httpx.Response) -> Any:
             str(err.get("message", "")),
             err.get("details") if isinstance(err.get("details"), dict) else {},
             response.status_code,
+        )
+    if response.status_code == 404:
+        path = response.request.url.path
+        raise WrongBaseURL(
+            f"no Bifrost endpoint at {path} (HTTP 404): the base URL is wrong - it must "
+            "end in /memory or /affect on a combined server (the root for a standalone plane)",
+            {"path": path},
         )
     raise error_from_wire(
         "bifrost.internal",
