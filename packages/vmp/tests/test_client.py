@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from ratatoskr.vmp import (
     CapacityExceeded,
@@ -29,7 +31,7 @@ from ratatoskr.vmp import (
     open_vmp_store,
 )
 from ratatoskr.vmp.chunking import chunk_text
-from ratatoskr.vmp.client import VmpClient
+from ratatoskr.vmp.client import VmpClient, WrongBaseURL
 from ratatoskr.vmp.errors import error_from_wire
 from ratatoskr.vmp.snapshot import MAGIC
 
@@ -338,3 +340,25 @@ def test_snapshot_to_raises_the_servers_error(store: VmpStore) -> None:
         with pytest.raises(VmpError) as info:
             c.snapshot_to(io.BytesIO())
         assert (info.value.code, info.value.status) == ("INTERNAL_ERROR", 500)
+
+
+def test_wrong_base_url_is_named(store: VmpStore) -> None:
+    """A combined server mounts VMP at /vmp; without it the server answers a plain 404."""
+    combined = Starlette(routes=[Mount("/vmp", app=build_vmp_app(store, api_key=API_KEY))])
+    with VmpClient("http://vmp.test/vmp", API_KEY, transport=AppTransport(combined)) as right:
+        assert right.health()["dim"] == DIM
+    with VmpClient("http://vmp.test", API_KEY, transport=AppTransport(combined)) as wrong:
+        with pytest.raises(WrongBaseURL) as info:
+            wrong.upsert_vector(vec(1))
+        with pytest.raises(WrongBaseURL):
+            wrong.snapshot_to(io.BytesIO())
+    err = info.value
+    assert isinstance(err, VmpError)
+    assert (err.code, err.status, err.path) == ("WRONG_BASE_URL", 404, "/v1/memory/upsert_vector")
+    assert "base URL" in err.message and "/vmp" in err.message
+    assert API_KEY not in err.message
+    with (
+        VmpClient("http://vmp.test/vmp", API_KEY, transport=AppTransport(combined)) as right,
+        pytest.raises(NotFound),
+    ):
+        right.set_metadata("rec:999", None)  # a VMP 404 with its body stays NotFound

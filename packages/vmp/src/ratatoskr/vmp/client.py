@@ -5,7 +5,8 @@ client chunks the text, embeds each chunk with a pluggable ``embed`` function
 and calls the vector routes. Every failure is raised as a
 :class:`ratatoskr.vmp.errors.VmpError` — the typed subclass for the codes of
 the spec (``NotFound``, ``DimMismatch``, …), ``Unauthenticated`` for 401 and
-``Unavailable`` (status 0) when the server cannot be reached.
+``Unavailable`` (status 0) when the server cannot be reached, and
+:class:`WrongBaseURL` when the server has no VMP route under the base URL.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ from ratatoskr.vmp.errors import (
 # Embedders may return any iterable of numbers (a list, a numpy array, …).
 EmbedFn = Callable[[str], Iterable[float]]
 _STREAM_CHUNK = 1 << 20
+
+
+class WrongBaseURL(VmpError):
+    """A plain 404 (no VMP error body): the server has no VMP route at that path, so
+    the base URL is wrong (``…/vmp`` on a combined server, the root of a standalone one)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            "WRONG_BASE_URL",
+            404,
+            f"no VMP route at {path} (HTTP 404): the base URL is wrong - it must end in "
+            "/vmp on a combined ratatoskr server (the root for a standalone VMP server)",
+        )
+        self.path = path
 
 
 class UpsertVectorResponse(TypedDict):
@@ -66,7 +81,7 @@ class HealthResponse(TypedDict):
 
 
 class VmpClient:
-    """Talks to the VMP routes under ``base_url`` (e.g. ``http://127.0.0.1:8080/vmp``).
+    """Talks to the VMP routes under ``base_url`` (e.g. ``http://127.0.0.1:8765/vmp``).
 
     ``transport`` replaces httpx's network transport (tests pass one that calls
     the app in-process). ``embed`` is the default embedding function of the text
@@ -295,6 +310,8 @@ def _error_of(response: httpx.Response) -> VmpError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("code"), str):
         return error_from_wire(body["code"], response.status_code, str(body.get("error", "")))
+    if response.status_code == 404:
+        return WrongBaseURL(response.request.url.path)
     return VmpError(
         "INTERNAL_ERROR", response.status_code, f"unexpected HTTP {response.status_code}"
     )
