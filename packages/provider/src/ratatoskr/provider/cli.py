@@ -9,8 +9,11 @@ valid backup or restore whose work fails (a full disk) is one line and status 1.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+import bifrost
 from bifrost.client import mint_token
+from bifrost.envelope import WIRE_VERSION
 from ratatoskr.provider.devmode import dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.operate import OperationFailed, run_backup, run_restore, run_stats
@@ -87,12 +92,47 @@ def _announce(dev: bool, where: str, base: str) -> None:
     if dev:
         print(
             "ratatoskr: development mode - key in var/dev-heimdall.key, databases in var/.\n"
-            "  mint a token:  ratatoskr token --dev --plane memory --verb search --body body.json\n"
+            f"  mint a token:  {_command()} token --dev --plane memory --verb search "
+            "--body body.json\n"
             f'  then:          curl -H "Authorization: Bearer $TOKEN" '
             '-H "Content-Type: application/json" '
             f"--data-binary @body.json {base}/memory/bifrost/memory-call",
             flush=True,
         )
+
+
+def _command() -> str:
+    """This CLI as the start-up hint shows it: the path it was started by (relative to
+    the current directory when inside it, e.g. ``.venv/bin/ratatoskr``), a bare name
+    only when that name is on PATH."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if not argv0 or argv0 == "-c" or argv0.endswith("__main__.py"):
+        return f"{_shown(Path(sys.executable))} -m ratatoskr.provider"
+    path = Path(argv0)
+    if path.name.startswith("ratatoskr-"):  # ratatoskr-memory-provider: `token` is ratatoskr's
+        path = path.with_name("ratatoskr")
+    if os.sep not in argv0:
+        return (
+            path.name
+            if shutil.which(path.name)
+            else f"{_shown(Path(sys.executable))} -m ratatoskr.provider"
+        )
+    return _shown(path)
+
+
+def _shown(path: Path) -> str:
+    absolute = path.absolute()
+    try:
+        shown = str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(absolute)
+    return shlex.quote(shown if os.sep in shown else f".{os.sep}{shown}")
+
+
+def version_line() -> str:
+    """``ratatoskr --version``: the provider's and bifrost's versions and the wire's."""
+    provider = importlib.metadata.version("ratatoskr-provider")
+    return f"ratatoskr-provider {provider}, bifrost {bifrost.__version__} (wire {WIRE_VERSION})"
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -146,6 +186,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ratatoskr", description="Ratatoskr memory provider.")
+    p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the provider (uvicorn)")
     serve.add_argument("--plane", choices=["all", *PLANES], default="all")
