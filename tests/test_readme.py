@@ -1,4 +1,5 @@
-"""The README's example, run as written against `ratatoskr serve --dev`."""
+"""The README's examples, run as written against `ratatoskr serve --dev`: the curl
+example with bash, each Python client example with the project's python."""
 
 from __future__ import annotations
 
@@ -15,27 +16,51 @@ import pytest
 from .conftest import start_server
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+PYTHON_EXAMPLES = ("python-sync", "python-async", "python-vmp")
 
 
-def example_block() -> str:
+def example_block(name: str = "curl", lang: str = "bash") -> str:
     text = README.read_text()
-    match = re.search(r"<!-- example: curl -->\s*```bash\n(.*?)```", text, re.S)
-    assert match, "README lost its example block"
+    match = re.search(rf"<!-- example: {re.escape(name)} -->\s*```{lang}\n(.*?)```", text, re.S)
+    assert match, f"README lost its {name} example block"
     return match.group(1)
+
+
+def expected_output(block: str) -> list[str]:
+    """The `# …` comment after each one-line `print(...)`: what the README says it prints."""
+    return [m.group(1) for m in re.finditer(r"^\s*print\(.*\)  # (.*)$", block, re.M)]
+
+
+def readme_env(port: str, tmp: Path) -> dict[str, str]:
+    """What the README says the examples read: RATATOSKR_PORT (nothing else of ours)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
+    env.pop("PORT", None)
+    return {**env, "RATATOSKR_PORT": port, "TMPDIR": str(tmp)}
+
+
+def test_every_python_example_is_marked_and_runs_in_the_test() -> None:
+    marked = re.findall(r"<!-- example: (python[\w-]*) -->", README.read_text())
+    assert tuple(marked) == PYTHON_EXAMPLES
+    for name in PYTHON_EXAMPLES:
+        assert len(expected_output(example_block(name, "python"))) >= 3, name
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-def test_readme_example_runs(tmp_path: Path) -> None:
-    (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # the example calls .venv/bin/ratatoskr
-    server = start_server(["serve", "--dev", "--port", "0"], {}, tmp_path)
+def test_readme_examples_run(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (checkout / ".venv").symlink_to(Path(sys.prefix))  # the examples call .venv/bin/…
+    server = start_server(["serve", "--dev", "--port", "0"], {}, checkout)
     try:
         port = server.base_url.rsplit(":", 1)[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
+        env = readme_env(port, tmp)
         result = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", example_block()],
-            cwd=tmp_path,
-            env={**env, "PORT": port},
+            cwd=checkout,
+            env=env,
             capture_output=True,
             text=True,
             timeout=120,
@@ -46,6 +71,23 @@ def test_readme_example_runs(tmp_path: Path) -> None:
         assert '"chunk_id":"note-1"' in search
         assert '"recalled_view":"tea, no sugar"' in search
         assert '"embedding"' not in search
+        # its request bodies went to a temporary directory, removed at the end
+        assert sorted(p.name for p in checkout.iterdir()) == [".venv", "var"]
+        assert list(tmp.iterdir()) == []
+
+        for name in PYTHON_EXAMPLES:
+            block = example_block(name, "python")
+            ran = subprocess.run(
+                [str(checkout / ".venv" / "bin" / "python"), "-"],
+                input=block,
+                cwd=checkout,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert ran.returncode == 0, f"{name}:\n{ran.stderr}"
+            assert ran.stdout.splitlines() == expected_output(block), name
     finally:
         assert server.stop() in (0, -signal.SIGTERM)
-    assert (tmp_path / "var" / "dev-heimdall.key").stat().st_mode & 0o077 == 0
+    assert (checkout / "var" / "dev-heimdall.key").stat().st_mode & 0o077 == 0
