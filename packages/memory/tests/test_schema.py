@@ -27,6 +27,7 @@ from .test_records import CASES, exact, record, without
 from .v1_file import ACTOR, KEY, open_v1, write_v1_file
 
 CTX = DispatchContext(actor=ACTOR)
+LATEST = len(migrations(DIM))
 WORKER = Path(__file__).with_name("migrate_worker.py")
 
 
@@ -107,7 +108,7 @@ def check_reads_back(
 
 def test_migrations_are_append_only() -> None:
     steps = migrations(DIM)
-    assert [m.version for m in steps] == [1, 2]
+    assert [m.version for m in steps] == [1, 2, 3]
 
 
 def test_v1_file_upgrades_in_place_and_reads_back_equal(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_v1_file_upgrades_in_place_and_reads_back_equal(tmp_path: Path) -> None:
     db.close()
 
     store = open_memory_store(path, embedding_dim=DIM)
-    assert store.database.schema_version() == 2
+    assert store.database.schema_version() == LATEST
     with store.database.read() as conn:
         rows = conn.execute(
             "SELECT chunk_id, record_json, embedding_key, embedding_f64 FROM memory_chunks"
@@ -144,7 +145,7 @@ def test_v1_file_upgrades_in_place_and_reads_back_equal(tmp_path: Path) -> None:
     store.close()
 
     again = open_memory_store(path, embedding_dim=DIM)  # v2 at open: nothing to do
-    assert again.database.schema_version() == 2
+    assert again.database.schema_version() == LATEST
     check_reads_back(again, recs[:-1])
     again.close()
 
@@ -217,8 +218,8 @@ def test_sigkill_during_the_upgrade_leaves_v1_whole_or_v2_complete(tmp_path: Pat
         outcomes.append((version, wal_bytes))
         if version == 1:
             assert "embedding_f64" not in columns(conn)
-        else:
-            assert version == 2
+        else:  # every pending migration applies in the one transaction
+            assert version == LATEST
             unmoved = conn.execute(
                 "SELECT count(*) FROM memory_chunks WHERE embedding_f64 IS NULL"
             ).fetchall()[0][0]

@@ -13,6 +13,7 @@ import pytest
 from bifrost.context import DispatchContext
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.memory.schema import migrations
 from ratatoskr.sqlite import SchemaMismatch
 
 from .conftest import DIM, chunk, vec
@@ -39,7 +40,7 @@ def test_reopen(db_file: str, ctx: DispatchContext) -> None:
     s.close()
     s = open_memory_store(db_file, embedding_dim=DIM)
     assert s.get("a") is not None
-    assert s.database.schema_version() == 2
+    assert s.database.schema_version() == len(migrations(DIM))
     assert s.search(vec(1), top_k=1)[0]["chunk_id"] == "a"
     s.close()
 

@@ -7,18 +7,23 @@
   that last touched the row.
 - ``memory_vec``: the sqlite-vec index (cosine, fixed dimension), one row per chunk.
 - ``memory_tombstones``: ids deleted at a given ``seq``, so another process's
-  in-memory index can catch up incrementally.
-- ``memory_counters``: the change counter ``seq``.
-- ``memory_idempotency``: the replay ledger.
+  in-memory index can catch up incrementally; pruned below a retention horizon
+  (see :mod:`ratatoskr.memory.changes`).
+- ``memory_counters``: the change counter ``seq`` and (migration 3) the horizon
+  ``tombstones_pruned_through``.
+- ``memory_idempotency``: the replay ledger, pruned by every write
+  (:mod:`ratatoskr.sqlite.ledger`) through its ``expires_at`` index.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import apsw
 
 from ratatoskr.memory import records
+from ratatoskr.memory.changes import HORIZON
 from ratatoskr.sqlite import IdempotencyLedger, Migration, StorageCorrupt
 
 PLANE = "memory"
@@ -35,7 +40,24 @@ def migrations(embedding_dim: int) -> list[Migration]:
         Migration(
             2, "embeddings as float64 beside record_json", _binary_embedding_v2(embedding_dim)
         ),
+        Migration(3, "tombstone horizon, ledger expiry index", _V3),
     ]
+
+
+# The horizon starts at 0 (no tombstone ever pruned). Every ledger has had its
+# expiry index since migration 1; IF NOT EXISTS makes sure of it for any file.
+_V3 = (
+    f"INSERT OR IGNORE INTO memory_counters (name, value) VALUES ('{HORIZON}', 0);"
+    + LEDGER.index_sql()
+)
+
+
+def vec_table_sql(dim: int) -> str:
+    """DDL of the sqlite-vec index (unit vectors, cosine, fixed dimension)."""
+    return (
+        "CREATE VIRTUAL TABLE memory_vec USING vec0("
+        f"chunk_id TEXT PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
+    )
 
 
 def _create_v1(dim: int) -> Callable[[apsw.Connection], None]:
@@ -64,10 +86,7 @@ def _create_v1(dim: int) -> Callable[[apsw.Connection], None]:
             INSERT INTO memory_counters (name, value) VALUES ('seq', 0);
             """
         )
-        conn.execute(
-            "CREATE VIRTUAL TABLE memory_vec USING vec0("
-            f"chunk_id TEXT PRIMARY KEY, embedding float[{int(dim)}] distance_metric=cosine)"
-        )
+        conn.execute(vec_table_sql(dim))
         conn.execute(LEDGER.create_sql())
 
     return create
@@ -116,3 +135,41 @@ def _binary_embedding_v2(dim: int) -> Callable[[apsw.Connection], None]:
             last = int(rows[-1][0])  # type: ignore[arg-type]
 
     return migrate
+
+
+def rebuild_vec_table(conn: apsw.Connection) -> tuple[str, ...]:
+    """Rebuild ``memory_vec`` when deleted vectors fill at least one of its chunks; runs
+    inside a write transaction (the ``prepare`` step of a compaction).
+
+    sqlite-vec 0.1 never reuses the slot of a deleted vector: its table keeps every
+    vector ever inserted (1.5 KB each at 384 dims), so deleting 58% of a store and
+    writing as many new chunks grew it by the same 58%. Copying the live vectors into
+    a fresh table with the file's own DDL gives the space back (as free pages, which
+    the vacuum then returns). Returns ``("memory_vec",)`` when it rebuilt, else ``()``.
+    """
+    if not all(conn.table_exists(None, t) for t in ("memory_vec_chunks", "memory_vec_rowids")):
+        return ()  # a sqlite-vec with another layout: nothing known to reclaim
+    # The shadow tables of sqlite-vec 0.1: one row per chunk of ``size`` slots, one
+    # row per live vector.
+    chunks, size = conn.execute(
+        "SELECT count(*), coalesce(max(size), 0) FROM memory_vec_chunks"
+    ).fetchall()[0]
+    live = int(conn.execute("SELECT count(*) FROM memory_vec_rowids").fetchall()[0][0])  # type: ignore[arg-type]
+    if int(size) < 1 or int(chunks) <= math.ceil(live / int(size)):  # type: ignore[arg-type]
+        return ()
+    ddl = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'memory_vec'"
+    ).fetchall()[0][0]
+    conn.execute(
+        "DROP TABLE IF EXISTS temp.memory_vec_live;"
+        "CREATE TEMP TABLE memory_vec_live (chunk_id TEXT NOT NULL, embedding BLOB NOT NULL);"
+        "INSERT INTO temp.memory_vec_live SELECT chunk_id, embedding FROM memory_vec;"
+        "DROP TABLE memory_vec;"
+    )
+    conn.execute(str(ddl))
+    conn.execute(
+        "INSERT INTO memory_vec (chunk_id, embedding)"
+        " SELECT chunk_id, embedding FROM temp.memory_vec_live;"
+        "DROP TABLE temp.memory_vec_live;"
+    )
+    return ("memory_vec",)

@@ -7,17 +7,20 @@ this module owns only persistence and ranking.
 
 Writes run in one ``BEGIN IMMEDIATE`` transaction each: chunk rows, vec0 rows,
 tombstones, the change counter and the idempotency entry commit together or not
-at all. Searches rank on the in-process :class:`VectorIndex`, brought up to the
-database's change counter inside the same read snapshot that then fetches the
-winning records, and near-ties are re-ranked in float64 from the stored
-embeddings (the float64 blob, see :mod:`ratatoskr.memory.records`) so ranking
-and scores match the reference store. A search that leaves the embedding out
-of its result never parses or builds it. Searches share the index (a
-readers-writer lock); bringing it up to date takes it alone.
+at all, and each write prunes a bounded number of expired ledger entries and of
+tombstones past the retention horizon (:mod:`ratatoskr.memory.changes`).
+
+Searches rank on the in-process vector index (:mod:`ratatoskr.memory.sync`),
+brought up to the database's change counter inside the same read snapshot that
+then fetches the winning records, and near-ties are re-ranked in float64 from the
+stored embeddings (the float64 blob, see :mod:`ratatoskr.memory.records`) so
+ranking and scores match the reference store. A search that leaves the embedding
+out of its result never parses or builds it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -32,7 +35,6 @@ from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
-    SearchQuery,
     ValidatedChunk,
     search_row,
     validate_expected_revisions,
@@ -41,29 +43,18 @@ from bifrost.memory.validation import (
     validate_search,
     validate_upsert,
 )
-from ratatoskr.memory import records
-from ratatoskr.memory.index import (
-    Candidate,
-    ScopeItems,
-    VectorIndex,
-    scope_items,
-    unit_float32,
-    unit_float64,
-)
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from ratatoskr.memory import changes, records
+from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
+from ratatoskr.memory.index import unit_float64
 from ratatoskr.memory.records import StoredChunk
-from ratatoskr.memory.rwlock import ReadWriteLock
-from ratatoskr.memory.schema import LEDGER, PLANE, migrations
+from ratatoskr.memory.schema import LEDGER, PLANE, migrations, rebuild_vec_table
+from ratatoskr.memory.sync import SyncedIndex
 from ratatoskr.sqlite import ConnectionOptions, Database, MetaSetting, StorageUnavailable, codec
+from ratatoskr.sqlite.database import CompactReport, compact_database
 
-# A float32 score of two unit vectors is within about dim * 2**-24 of the float64
-# one (float32 rounding of the vectors, then dim float32 multiply-adds): every row
-# within twice that, with room to spare, of the k-th float32 score is re-ranked
-# exactly. 1e-4 covers dimensions up to ~670; beyond, the margin grows with dim.
-_RERANK_MARGIN = 1e-4
 # A search retries when a write of this process outran its read snapshot.
 _SNAPSHOT_ATTEMPTS = 50
-# Past this many changed rows another process wrote, reloading beats catching up.
-_RELOAD_FRACTION = 0.25
 _SQL_CHUNK = 500
 
 
@@ -76,6 +67,12 @@ def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArguments(f"{name} must be a positive integer")
+    return value
+
+
 class RatatoskrMemoryStore:
     """A memory store over one database file (or ``":memory:"``)."""
 
@@ -86,18 +83,22 @@ class RatatoskrMemoryStore:
         embedding_dim: int,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_top_k: int = DEFAULT_MAX_TOP_K,
+        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+        tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """Raises InvalidArguments for a limit that is not a positive integer."""
         self._db = db
         self.embedding_dim = embedding_dim
         self.max_batch = max_batch
         self.max_top_k = max_top_k
+        self.max_scope_any = _positive("max_scope_any", max_scope_any)
+        # Change-counter values whose tombstones are kept (see changes.py).
+        self.tombstone_retention = _positive("tombstone_retention", tombstone_retention)
         self._clock = clock
-        self._index = VectorIndex(embedding_dim)
-        self._index_lock = ReadWriteLock()
-        self._margin = max(_RERANK_MARGIN, 3 * (embedding_dim + 2) * 2.0**-24)
-        with self._db.read() as conn, self._index_lock.write():
-            self._reload(conn, self._seq(conn))
+        self._sync = SyncedIndex(embedding_dim)
+        with self._db.read() as conn:
+            self._sync.load(conn)
 
     # -- descriptors -----------------------------------------------------------------
 
@@ -161,15 +162,17 @@ class RatatoskrMemoryStore:
                 actual = current.get(chunk_id, 0)
                 if actual != wanted:
                     raise RevisionMismatch(chunk_id, wanted, actual)
-            seq_before = self._seq(conn)
+            seq_before = changes.seq(conn)
             seq = seq_before + 1 if chunks else seq_before
             if chunks:
                 self._write_chunks(conn, chunks, units, current, seq, now)
-                self._set_seq(conn, seq)
+                changes.set_seq(conn, seq)
+                self._prune_tombstones(conn, seq, added=0)
+            LEDGER.prune(conn, now=now)
             result: dict[str, Any] = {"upserted": len(chunks), "replayed": False}
             LEDGER.record(conn, ledger_id, digest=digest, result=result, expires_at=expires_at)
         if chunks:
-            self._apply(
+            self._sync.apply(
                 seq_before,
                 seq,
                 upserts=[(c.id, u, c.scope) for c, u in zip(chunks, units, strict=True)],
@@ -216,9 +219,7 @@ class RatatoskrMemoryStore:
             conn.executemany(
                 "INSERT INTO memory_vec (chunk_id, embedding) VALUES (?, ?)", vec_inserts
             )
-            conn.executemany(
-                "DELETE FROM memory_tombstones WHERE chunk_id = ?", [(r[0],) for r in inserts]
-            )
+            changes.unbury(conn, [r[0] for r in inserts])
         if updates:
             conn.executemany(
                 "UPDATE memory_chunks SET record_json = ?, embedding_key = ?, embedding_f64 = ?,"
@@ -236,20 +237,28 @@ class RatatoskrMemoryStore:
         wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
         with self._db.write() as conn:
             present = list(self._revisions(conn, wanted))
-            seq_before = self._seq(conn)
+            seq_before = changes.seq(conn)
             seq = seq_before + 1
             if present:
                 rows = [(chunk_id,) for chunk_id in present]
                 conn.executemany("DELETE FROM memory_chunks WHERE chunk_id = ?", rows)
                 conn.executemany("DELETE FROM memory_vec WHERE chunk_id = ?", rows)
-                conn.executemany(
-                    "INSERT OR REPLACE INTO memory_tombstones (chunk_id, seq) VALUES (?, ?)",
-                    [(chunk_id, seq) for chunk_id in present],
-                )
-                self._set_seq(conn, seq)
+                changes.bury(conn, present, seq)
+                changes.set_seq(conn, seq)
+                self._prune_tombstones(conn, seq, added=len(present))
         if present:
-            self._apply(seq_before, seq, deletes=present)
+            self._sync.apply(seq_before, seq, deletes=present)
         return {"deleted": len(present)}
+
+    def _prune_tombstones(self, conn: apsw.Connection, seq: int, *, added: int) -> None:
+        """Drop tombstones past the retention horizon: more than this write ``added``,
+        so the table stays within the window, and no more (bounded work per write)."""
+        changes.prune(
+            conn,
+            at=seq,
+            retention=self.tombstone_retention,
+            limit=changes.PRUNE_PER_WRITE + added,
+        )
 
     # -- reads -------------------------------------------------------------------------
 
@@ -267,6 +276,28 @@ class RatatoskrMemoryStore:
         with self._db.read() as conn:
             found = self._fetch(conn, wanted)
         return [{**found[i].record(), "revision": found[i].revision} for i in wanted if i in found]
+
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        """``{id: scope}`` of the ids that exist, read from the scope column alone
+        (bifrost's ``ScopeLookup``): dispatch decides what a grant may see before any
+        record is read, so ids of another tenant cost what absent ids cost.
+
+        Validates ``ids`` exactly as get_many does. Raises InvalidArguments.
+        """
+        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
+        rows: list[Any] = []
+        with self._db.read() as conn:
+            for part in _chunks(wanted):
+                rows += conn.execute(
+                    "SELECT chunk_id, scope_json FROM memory_chunks"
+                    f" WHERE chunk_id IN ({_placeholders(len(part))})",
+                    tuple(part),
+                ).fetchall()
+        # Chunks share few distinct scopes: parse each once; every id gets its own copy.
+        parsed: dict[str, dict[str, str]] = {}
+        for text in {row[1] for row in rows}:
+            parsed[text] = codec.loads(text)
+        return {chunk_id: dict(parsed[text]) for chunk_id, text in rows}
 
     def search(
         self,
@@ -294,13 +325,14 @@ class RatatoskrMemoryStore:
             include,
             embedding_dim=self.embedding_dim,
             max_top_k=self.max_top_k,
+            max_scope_any=self.max_scope_any,
         )
         exact_query = unit_float64(query.vector)
         unit = exact_query.astype(np.float32)
         for _attempt in range(_SNAPSHOT_ATTEMPTS):
             with self._db.read() as conn:
-                db_seq = self._seq(conn)
-                candidates = self._candidates(conn, db_seq, unit, query)
+                db_seq = changes.seq(conn)
+                candidates = self._sync.candidates(conn, db_seq, unit, query)
                 if candidates is None:
                     # A write of this process committed after this snapshot began:
                     # take a newer snapshot so index and records agree.
@@ -324,27 +356,24 @@ class RatatoskrMemoryStore:
                 rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
         return rows
 
-    def _candidates(
-        self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery
-    ) -> list[Candidate] | None:
-        """Float32 candidates from the index at ``db_seq``, catching it up first if
-        another process wrote; None when the index is already past ``db_seq``."""
-        while True:
-            with self._index_lock.read():
-                if self._index.seq == db_seq:
-                    rows = self._index.rows_in_scope(query.scope_all, query.scope_any)
-                    return self._index.nearest(unit, query.top_k, rows, self._margin)
-                if self._index.seq > db_seq:
-                    return None
-            with self._index_lock.write():
-                self._catch_up(conn, db_seq)
-
     # -- plumbing ----------------------------------------------------------------------
 
     def count(self) -> int:
         """Number of stored chunks (for operators and tests; not a wire verb)."""
         with self._db.read() as conn:
             return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])  # type: ignore[arg-type]
+
+    def compact(self, *, full: bool = False) -> CompactReport:
+        """Give unused space back to the filesystem: rebuild the vec0 table when deleted
+        vectors fill a chunk of it (:func:`~ratatoskr.memory.schema.rebuild_vec_table`),
+        then :meth:`ratatoskr.sqlite.Database.compact` (incremental steps, or a full
+        ``VACUUM`` for a file created before migration 3's release or with ``full``).
+
+        Nothing a read returns changes, and the in-memory index stays valid. Searches
+        go on; writes wait for each step (the rebuild is one transaction: ~1 s per
+        50k live chunks at 384 dims). Raises StorageError subclasses.
+        """
+        return self._db.compact(full=full, prepare=rebuild_vec_table)
 
     def close(self) -> None:
         """Close the database; idempotent."""
@@ -353,15 +382,6 @@ class RatatoskrMemoryStore:
     @property
     def database(self) -> Database:
         return self._db
-
-    @staticmethod
-    def _seq(conn: apsw.Connection) -> int:
-        row = conn.execute("SELECT value FROM memory_counters WHERE name = 'seq'").fetchall()
-        return int(row[0][0])  # type: ignore[arg-type]
-
-    @staticmethod
-    def _set_seq(conn: apsw.Connection, seq: int) -> None:
-        conn.execute("UPDATE memory_counters SET value = ? WHERE name = 'seq'", (seq,))
 
     @staticmethod
     def _revisions(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, int]:
@@ -404,75 +424,6 @@ class RatatoskrMemoryStore:
         m /= np.linalg.norm(m, axis=1, keepdims=True)
         return m.astype(np.float32)
 
-    def _apply(
-        self,
-        seq_before: int,
-        seq_after: int,
-        *,
-        upserts: Sequence[tuple[str, np.ndarray[Any, Any], dict[str, str]]] = (),
-        deletes: Sequence[str] = (),
-    ) -> None:
-        """Mirror a committed write into the index, if the index was current before it."""
-        with self._index_lock.write():
-            if self._index.seq != seq_before:
-                return  # the next search catches up from the database
-            for chunk_id in deletes:
-                self._index.remove(chunk_id)
-            for chunk_id, unit, scope in upserts:
-                self._index.upsert(chunk_id, unit, scope)
-            self._index.seq = seq_after
-
-    def _catch_up(self, conn: apsw.Connection, db_seq: int) -> None:
-        """Bring the index to ``db_seq`` (another process wrote); index lock held."""
-        since = self._index.seq
-        if since >= db_seq:
-            return
-        changed = int(
-            conn.execute("SELECT count(*) FROM memory_chunks WHERE seq > ?", (since,)).fetchall()[
-                0
-            ][0]  # type: ignore[arg-type]
-        )
-        if changed > max(1000, _RELOAD_FRACTION * len(self._index)):
-            self._reload(conn, db_seq)
-            return
-        for (chunk_id,) in conn.execute(
-            "SELECT chunk_id FROM memory_tombstones WHERE seq > ?", (since,)
-        ):
-            self._index.remove(str(chunk_id))
-        for chunk_id, scope_json in conn.execute(
-            "SELECT chunk_id, scope_json FROM memory_chunks WHERE seq > ?", (since,)
-        ).fetchall():
-            blob = conn.execute(
-                "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (chunk_id,)
-            ).fetchall()[0][0]
-            vec = np.frombuffer(blob, dtype=np.float32)  # type: ignore[arg-type]
-            self._index.upsert(str(chunk_id), unit_float32(vec), codec.loads(str(scope_json)))
-        self._index.seq = db_seq
-
-    def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
-        """Rebuild the index from the database snapshot of ``conn``; index lock held."""
-        # Chunks share few distinct scopes: parse each once, and let rows share it.
-        parsed: dict[str, ScopeItems] = {}
-        scopes: dict[str, ScopeItems] = {}
-        for cid, sj in conn.execute("SELECT chunk_id, scope_json FROM memory_chunks"):
-            text = str(sj)
-            items = parsed.get(text)
-            if items is None:
-                items = parsed[text] = scope_items(codec.loads(text))
-            scopes[str(cid)] = items
-        total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
-        matrix = np.zeros((total, self.embedding_dim), dtype=np.float32)
-        ids: list[str] = []
-        for row, (cid, blob) in enumerate(
-            conn.execute("SELECT chunk_id, embedding FROM memory_vec")
-        ):
-            matrix[row] = np.frombuffer(blob, dtype=np.float32)
-            ids.append(str(cid))
-        if len(ids) != total or len(scopes) != total or not all(i in scopes for i in ids):
-            raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
-        self._index.load(ids, matrix, [scopes[i] for i in ids])
-        self._index.seq = db_seq
-
 
 def open_memory_store(
     db_path: str,
@@ -480,28 +431,31 @@ def open_memory_store(
     embedding_dim: int,
     max_batch: int = DEFAULT_MAX_BATCH,
     max_top_k: int = DEFAULT_MAX_TOP_K,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
     clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
 ) -> RatatoskrMemoryStore:
     """Open (creating schema and the vec index on first use) the memory store at ``db_path``.
 
-    Raises InvalidArguments for a bad ``embedding_dim``; SchemaMismatch (naming both
-    dimensions, file untouched) when the file was created with another dimension;
-    StorageError subclasses for unusable files.
+    ``max_scope_any`` caps the members of a search's ``scope_any``;
+    ``tombstone_retention`` is how many change-counter values of tombstones are kept
+    for other processes' indexes to catch up from (see :mod:`ratatoskr.memory.changes`).
+
+    Raises InvalidArguments for a bad ``embedding_dim`` or limit (before the file is
+    opened); SchemaMismatch (naming both dimensions, file untouched) when the file was
+    created with another dimension; StorageError subclasses for unusable files.
     """
-    if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
-        raise InvalidArguments("embedding_dim must be a positive integer")
-    base = options or ConnectionOptions()
-    opts = ConnectionOptions(
-        busy_timeout_ms=base.busy_timeout_ms,
-        synchronous=base.synchronous,
+    _positive("embedding_dim", embedding_dim)
+    _positive("max_scope_any", max_scope_any)
+    _positive("tombstone_retention", tombstone_retention)
+    opts = dataclasses.replace(
+        options or ConnectionOptions(),
         # Searches never scan SQLite (the index is in memory) and read a few rows
         # each, so memory-mapping buys nothing here, while every mapped page a
         # reload or a long-lived process touches counts in its RSS (256 MB by default).
-        mmap_size=base.mmap_size if options is not None else 0,
+        mmap_size=options.mmap_size if options is not None else 0,
         load_vec=True,
-        readonly=base.readonly,
-        max_page_count=base.max_page_count,
     )
     db = Database(
         db_path,
@@ -512,8 +466,25 @@ def open_memory_store(
     )
     try:
         return RatatoskrMemoryStore(
-            db, embedding_dim=embedding_dim, max_batch=max_batch, max_top_k=max_top_k, clock=clock
+            db,
+            embedding_dim=embedding_dim,
+            max_batch=max_batch,
+            max_top_k=max_top_k,
+            max_scope_any=max_scope_any,
+            tombstone_retention=tombstone_retention,
+            clock=clock,
         )
     except BaseException:
         db.close()
         raise
+
+
+def compact_memory_file(db_path: str, *, full: bool = False) -> CompactReport:
+    """:meth:`RatatoskrMemoryStore.compact` for a memory file given by path, without
+    opening a store (no index is loaded, no migration applied): for an operator's
+    ``compact`` command, safe beside a provider serving the file.
+
+    Raises StorageUnavailable (no such file), ForeignDatabase (not a memory file) and
+    the other StorageError subclasses.
+    """
+    return compact_database(db_path, plane=PLANE, full=full, prepare=rebuild_vec_table)

@@ -1,0 +1,148 @@
+"""The in-process index kept in step with the database it caches.
+
+A :class:`SyncedIndex` owns the :class:`~ratatoskr.memory.index.VectorIndex` of
+an open store and the readers-writer lock around it. Its ``seq`` is the change
+counter it was built to (see :mod:`ratatoskr.memory.changes`):
+
+- this process's own writes are mirrored after they commit (:meth:`apply`), when
+  the index was current before them;
+- a search reads the counter in its read snapshot and, if another process wrote,
+  catches up inside that snapshot (:meth:`candidates`): the rows and tombstones
+  stamped since the index's ``seq`` are applied, or the whole index is reloaded
+  when that is cheaper (past a quarter of the store) or impossible (tombstones it
+  would need were pruned: its ``seq`` is below the horizon).
+
+Searches share the index (read lock); only catching up and mirroring take it alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+import numpy as np
+
+from bifrost.memory.validation import SearchQuery
+from ratatoskr.memory import changes
+from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items, unit_float32
+from ratatoskr.memory.rwlock import ReadWriteLock
+from ratatoskr.sqlite import codec
+
+# A float32 score of two unit vectors is within about dim * 2**-24 of the float64
+# one (float32 rounding of the vectors, then dim float32 multiply-adds): every row
+# within twice that, with room to spare, of the k-th float32 score is re-ranked
+# exactly. 1e-4 covers dimensions up to ~670; beyond, the margin grows with dim.
+_RERANK_MARGIN = 1e-4
+# Past this many changed rows another process wrote, reloading beats catching up.
+_RELOAD_FRACTION = 0.25
+
+
+class SyncedIndex:
+    """The vector index of one open store and what keeps it current."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.index = VectorIndex(dim)
+        self.lock = ReadWriteLock()
+        self.margin = max(_RERANK_MARGIN, 3 * (dim + 2) * 2.0**-24)
+
+    @property
+    def seq(self) -> int:
+        return self.index.seq
+
+    def load(self, conn: apsw.Connection) -> None:
+        """Build the index from ``conn``'s snapshot (at open)."""
+        with self.lock.write():
+            self._reload(conn, changes.seq(conn))
+
+    def candidates(
+        self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery
+    ) -> list[Candidate] | None:
+        """Float32 candidates from the index at ``db_seq``, catching it up first if
+        another process wrote; None when the index is already past ``db_seq``."""
+        while True:
+            with self.lock.read():
+                if self.index.seq == db_seq:
+                    rows = self.index.rows_in_scope(query.scope_all, query.scope_any)
+                    return self.index.nearest(unit, query.top_k, rows, self.margin)
+                if self.index.seq > db_seq:
+                    return None
+            with self.lock.write():
+                self._catch_up(conn, db_seq)
+
+    def apply(
+        self,
+        seq_before: int,
+        seq_after: int,
+        *,
+        upserts: Sequence[tuple[str, np.ndarray[Any, Any], dict[str, str]]] = (),
+        deletes: Sequence[str] = (),
+    ) -> None:
+        """Mirror a committed write into the index, if the index was current before it."""
+        with self.lock.write():
+            if self.index.seq != seq_before:
+                return  # the next search catches up from the database
+            for chunk_id in deletes:
+                self.index.remove(chunk_id)
+            for chunk_id, unit, scope in upserts:
+                self.index.upsert(chunk_id, unit, scope)
+            self.index.seq = seq_after
+
+    def _catch_up(self, conn: apsw.Connection, db_seq: int) -> None:
+        """Bring the index to ``db_seq`` (another process wrote); lock held.
+
+        Reloads instead when tombstones the index would need were pruned (it is older
+        than the horizon), or when reloading is cheaper than applying the changes.
+        """
+        since = self.index.seq
+        if since >= db_seq:
+            return
+        if since < changes.horizon(conn):
+            self._reload(conn, db_seq)
+            return
+        changed = int(
+            conn.execute("SELECT count(*) FROM memory_chunks WHERE seq > ?", (since,)).fetchall()[
+                0
+            ][0]  # type: ignore[arg-type]
+        )
+        if changed > max(1000, _RELOAD_FRACTION * len(self.index)):
+            self._reload(conn, db_seq)
+            return
+        for (chunk_id,) in conn.execute(
+            "SELECT chunk_id FROM memory_tombstones WHERE seq > ?", (since,)
+        ):
+            self.index.remove(str(chunk_id))
+        for chunk_id, scope_json in conn.execute(
+            "SELECT chunk_id, scope_json FROM memory_chunks WHERE seq > ?", (since,)
+        ).fetchall():
+            blob = conn.execute(
+                "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (chunk_id,)
+            ).fetchall()[0][0]
+            vec = np.frombuffer(blob, dtype=np.float32)  # type: ignore[arg-type]
+            self.index.upsert(str(chunk_id), unit_float32(vec), codec.loads(str(scope_json)))
+        self.index.seq = db_seq
+
+    def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
+        """Rebuild the index from the database snapshot of ``conn``; lock held."""
+        # Chunks share few distinct scopes: parse each once, and let rows share it.
+        parsed: dict[str, ScopeItems] = {}
+        scopes: dict[str, ScopeItems] = {}
+        for cid, sj in conn.execute("SELECT chunk_id, scope_json FROM memory_chunks"):
+            text = str(sj)
+            items = parsed.get(text)
+            if items is None:
+                items = parsed[text] = scope_items(codec.loads(text))
+            scopes[str(cid)] = items
+        total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
+        matrix = np.zeros((total, self.dim), dtype=np.float32)
+        ids: list[str] = []
+        for row, (cid, blob) in enumerate(
+            conn.execute("SELECT chunk_id, embedding FROM memory_vec")
+        ):
+            matrix[row] = np.frombuffer(blob, dtype=np.float32)
+            ids.append(str(cid))
+        if len(ids) != total or len(scopes) != total or not all(i in scopes for i in ids):
+            raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
+        self.index.load(ids, matrix, [scopes[i] for i in ids])
+        self.index.seq = db_seq
