@@ -1,7 +1,7 @@
 """Child process for the two-process test: writes its own chunks and searches all.
 
-Usage: python concurrent_worker.py DB_PATH NAME ROUNDS. Exits non-zero (with the
-exception on stderr) on any failure, e.g. "database is locked".
+Usage: python concurrent_worker.py DB_PATH NAME ROUNDS [TOMBSTONE_RETENTION]. Exits
+non-zero (with the exception on stderr) on any failure, e.g. "database is locked".
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ DIM = 8
 
 def main() -> None:
     path, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    store = open_memory_store(path, embedding_dim=DIM)
+    retention = int(sys.argv[4]) if len(sys.argv) > 4 else 10_000
+    store = open_memory_store(path, embedding_dim=DIM, tombstone_retention=retention)
     ctx = DispatchContext(actor=name)
     rng = random.Random(name)
     for n in range(rounds):

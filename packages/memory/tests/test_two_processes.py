@@ -18,13 +18,16 @@ ROUNDS = 60
 
 
 @pytest.mark.slow
-def test_two_processes_share_one_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("retention", [10_000, 2], ids=["default", "tombstones-pruned"])
+def test_two_processes_share_one_file(tmp_path: Path, retention: int) -> None:
+    """With a retention of 2 change-counter values each process keeps falling behind
+    the other's horizon and reloads; the answers stay exact all the same."""
     db = str(tmp_path / "shared.db")
     open_memory_store(db, embedding_dim=8).close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), db, name, str(ROUNDS)],
+            [sys.executable, str(WORKER), db, name, str(ROUNDS), str(retention)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -48,6 +51,11 @@ def test_two_processes_share_one_file(tmp_path: Path) -> None:
             conn.execute("SELECT count(*) FROM memory_vec").fetchall()
             == conn.execute("SELECT count(*) FROM memory_chunks").fetchall()
         )
+        tombstones = int(conn.execute("SELECT count(*) FROM memory_tombstones").fetchall()[0][0])  # type: ignore[arg-type]
+    if retention > 2 * ROUNDS:
+        assert tombstones == 2 * (ROUNDS // 5)  # every delete's, kept
+    else:
+        assert tombstones <= retention  # one id per delete, the last few counter values
     store.close()
 
 
