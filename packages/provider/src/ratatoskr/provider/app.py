@@ -24,9 +24,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
-from bifrost.consumer import BodyBudget
+from bifrost.consumer import AppHooks, BodyBudget
 from ratatoskr.affect import build_affect_provider_app
 from ratatoskr.memory import build_memory_provider_app
+from ratatoskr.provider.metrics import Metrics, metrics_endpoint, plane_files
+from ratatoskr.provider.observe import ObserveMiddleware, call_hook, known_routes
 from ratatoskr.provider.planes import OpenPlanes, open_planes
 from ratatoskr.provider.readiness import READY, PlaneProbe, plane_probes, probe_all
 from ratatoskr.provider.settings import PLANES, Plane, Settings
@@ -41,6 +43,7 @@ class _WireOptions(TypedDict):
     leeway_s: float
     max_body_bytes: int
     max_json_containers: int
+    hooks: AppHooks
 
 
 def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starlette]:
@@ -55,6 +58,7 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starle
         leeway_s=settings.clock_skew_s,
         max_body_bytes=settings.max_body_bytes,
         max_json_containers=settings.max_json_containers,
+        hooks=AppHooks(on_call=call_hook),
     )
     if opened.memory is not None:
         apps["memory"] = build_memory_provider_app(
@@ -114,22 +118,30 @@ def readyz_endpoint(probes: list[PlaneProbe]) -> Callable[[Request], Awaitable[J
 
 
 def build_provider_app(
-    settings: Settings, planes: tuple[Plane, ...] = PLANES, *, opened: OpenPlanes | None = None
+    settings: Settings,
+    planes: tuple[Plane, ...] = PLANES,
+    *,
+    opened: OpenPlanes | None = None,
+    metrics_dir: str | None = None,
 ) -> Starlette:
     """The provider app for ``planes``: mounted under ``/<plane>`` when several, at
-    the root when one. Opens the stores unless ``opened`` is given (then the app
-    still closes them at shutdown). Raises ConfigError for bad settings.
+    the root when one, plus ``/healthz``, ``/readyz`` and ``/metrics``. Opens the stores
+    unless ``opened`` is given (then the app still closes them at shutdown).
+    ``metrics_dir`` is the multi-process metrics directory of a worker (None: this
+    process's metrics only). Raises ConfigError for bad settings.
     """
     stores = opened if opened is not None else open_planes(settings, planes)
     try:
         apps = build_plane_apps(settings, stores)
         probes = plane_probes(settings, planes, stores)
+        files, counts = plane_files(settings, planes, stores)
+        metrics = Metrics(files, counts, multiprocess_dir=metrics_dir)
     except BaseException:
         stores.close()
         raise
     # Every plane answers only to the names this deployment serves (DNS rebinding:
-    # a hostile page's own name resolving to 127.0.0.1); /healthz and /readyz answer
-    # any name (a probe sends the pod's address) and hold no data.
+    # a hostile page's own name resolving to 127.0.0.1); /healthz, /readyz and /metrics
+    # answer any name (a probe sends the pod's address) and hold no data.
     hosts = settings.host_names()
 
     def guarded(app: Starlette) -> ASGIApp:
@@ -138,6 +150,7 @@ def build_provider_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz_endpoint(probes), methods=["GET"]),
+        Route("/metrics", metrics_endpoint(metrics, settings), methods=["GET"]),
     ]
     if len(planes) == 1:
         routes.append(Mount("/", app=guarded(apps[planes[0]])))
@@ -156,4 +169,12 @@ def build_provider_app(
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.planes = stores
+    app.state.metrics = metrics
+    # One log line and one count per request (observe.py), outermost.
+    app.add_middleware(
+        ObserveMiddleware,
+        planes=planes,
+        vmp_routes=known_routes(apps["vmp"]) if "vmp" in apps else (),
+        metrics=metrics,
+    )
     return app

@@ -34,30 +34,36 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import logging.config
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from prometheus_client import multiprocess
 from starlette.applications import Starlette
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess
 
 from ratatoskr.provider.app import build_provider_app
+from ratatoskr.provider.observe import log_config
 from ratatoskr.provider.planes import open_planes
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
 
 __all__ = ["EXIT_WORKER_FAILED", "bind_socket", "configure_logging", "serve"]
 
 _log = logging.getLogger("ratatoskr.serve")
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# Where the workers' metric files go (prometheus-client's multi-process mode).
+METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 # The server stopped because a worker could not start.
 EXIT_WORKER_FAILED = 1
 
@@ -90,8 +96,9 @@ def tune_interpreter() -> None:
 
 
 def configure_logging(settings: Settings) -> None:
-    """The provider's log format, in the parent and in every worker."""
-    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    """The provider's log format (``RATATOSKR_LOG_FORMAT``), in the parent and in every
+    worker; uvicorn gets the same configuration (``_config``)."""
+    logging.config.dictConfig(log_config(settings.log_level, settings.log_format))
 
 
 _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -182,6 +189,7 @@ def _config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
         request_timeout_s=settings.request_timeout_s,
         max_connections=connection_cap(settings, raise_open_file_limit()),
         log_level=settings.log_level,
+        log_config=log_config(settings.log_level, settings.log_format),
         lifespan="on",
         http=GuardedHttpToolsProtocol,
         loop="uvloop",
@@ -215,7 +223,9 @@ def worker_app(settings: Settings, planes: tuple[Plane, ...], parent: int) -> St
     tune_interpreter()
     _stop_when_orphaned(parent)
     try:
-        return build_provider_app(settings, planes)
+        return build_provider_app(
+            settings, planes, metrics_dir=os.environ.get(METRICS_DIR_VARIABLE)
+        )
     except ConfigError as exc:
         _log.error("worker cannot start: %s", exc)
         sys.exit(STARTUP_FAILURE)
@@ -226,6 +236,7 @@ class _Supervisor(Multiprocess):
     stops it gracefully like SIGTERM (uvicorn's default restarts the workers)."""
 
     startup_failed = False
+    metrics_dir: str | None = None
 
     def handle_hup(self) -> None:
         _log.info("SIGHUP: stopping gracefully")
@@ -242,6 +253,9 @@ class _Supervisor(Multiprocess):
                 self.startup_failed = True
                 _log.error("worker pid=%s failed to start; stopping the server", process.pid)
             elif process not in self.processes:
+                if self.metrics_dir is not None and process.pid is not None:
+                    # Its counters stay in the sum; only its live gauges go.
+                    multiprocess.mark_process_dead(process.pid, self.metrics_dir)  # type: ignore[no-untyped-call]
                 _log.warning(
                     "worker pid=%s died (%s); starting a replacement",
                     process.pid,
@@ -295,5 +309,18 @@ def serve(
     supervisor = _Supervisor(
         _config(factory, settings, factory=True, workers=settings.workers), sockets=[sock]
     )
-    supervisor.run()
+    # A private, owner-only directory for this server's metric files (never one left
+    # by an earlier run: its counts would be summed in); workers inherit the variable.
+    metrics_dir = tempfile.mkdtemp(prefix="ratatoskr-metrics-")
+    previous_dir = os.environ.get(METRICS_DIR_VARIABLE)
+    os.environ[METRICS_DIR_VARIABLE] = metrics_dir
+    supervisor.metrics_dir = metrics_dir
+    try:
+        supervisor.run()
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        if previous_dir is None:
+            os.environ.pop(METRICS_DIR_VARIABLE, None)
+        else:
+            os.environ[METRICS_DIR_VARIABLE] = previous_dir
     return EXIT_WORKER_FAILED if supervisor.startup_failed else 0

@@ -157,6 +157,16 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level (logs never hold content, scopes or tokens)."
     )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="`text`: one line per record; `json`: one JSON object per line (time, "
+        "level, logger, message; call lines add plane, verb, status, code, duration_ms, call_id).",
+    )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="Bearer token a scrape of `/metrics` must send; unset: `/metrics` is open "
+        "on a loopback listener and refused (403) on any other.",
+    )
 
     @field_validator("memory_db", "affect_db", "vmp_db")
     @classmethod
@@ -169,7 +179,7 @@ class Settings(BaseSettings):
             raise ValueError("must not be empty")
         return value
 
-    @field_validator("vmp_api_key", "vmp_previous_api_key")
+    @field_validator("vmp_api_key", "vmp_previous_api_key", "metrics_token")
     @classmethod
     def _long_vmp_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < MIN_VMP_KEY_CHARS:

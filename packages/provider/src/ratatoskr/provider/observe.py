@@ -1,0 +1,319 @@
+"""One log line and one count per request, and the one log format of the process.
+
+:class:`ObserveMiddleware` wraps the provider app. For a memory or affect call
+bifrost reports the call (``AppHooks.on_call``, wired by :func:`call_hook`) and
+logs its ``bifrost call …`` line on ``bifrost.consumer``; the middleware holds
+that line back until the answer is sent, adds ``reason=`` to a 401 (the check
+that failed, e.g. ``token replayed``, read from the answer's error message —
+never the token) and emits it then, so each call is logged once. A VMP request
+is logged once on ``ratatoskr.request`` as ``vmp call plane=vmp verb=<route
+template> status=… code=… duration_ms=…``. ``/healthz``, ``/readyz`` and
+``/metrics`` are logged at DEBUG (probes and scrapes would flood INFO).
+
+Every call line carries structured fields (``plane``, ``verb``, ``status``,
+``code``, ``duration_ms``, ``call_id`` and, for a 401, ``reason``) that the
+JSON format (``RATATOSKR_LOG_FORMAT=json``) writes as keys of the line's object.
+
+:func:`log_config` is the ``logging.config`` dict of the provider and of uvicorn
+(its ``log_config``): one handler on the root logger, uvicorn's loggers
+propagating to it, so uvicorn, bifrost, VMP and the provider share one format.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime
+import json
+import logging
+import re
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bifrost.affect import AFFECT_VERBS
+from bifrost.consumer import CallRecord
+from bifrost.errors import loggable_id
+from bifrost.memory import MEMORY_VERBS
+from ratatoskr.provider.metrics import Metrics
+
+__all__ = ["CALL_FIELDS", "JsonFormatter", "ObserveMiddleware", "call_hook", "log_config"]
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+CALL_FIELDS = "ratatoskr_call"  # the LogRecord attribute holding a call line's fields
+_log = logging.getLogger("ratatoskr.request")
+_KNOWN_VERBS = {
+    "memory": frozenset(MEMORY_VERBS) | {"handshake"},
+    "affect": frozenset(AFFECT_VERBS) | {"handshake"},
+}
+_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.]{0,63}")
+_REASON = re.compile(r"[ -~]{1,120}")  # printable ASCII, one line
+# Answers read back for their error message or "replayed" flag are small.
+_PEEK_BYTES = 4096
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and a call's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+        out: dict[str, Any] = {
+            "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, CALL_FIELDS, None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        if record.exc_info:
+            out["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def log_config(level: str, fmt: str) -> dict[str, Any]:
+    """The ``logging.config.dictConfig`` dict for ``RATATOSKR_LOG_LEVEL`` / ``_FORMAT``."""
+    formatter: dict[str, Any] = (
+        {"()": "ratatoskr.provider.observe.JsonFormatter"}
+        if fmt == "json"
+        else {"format": TEXT_FORMAT}
+    )
+    uvicorn = {"handlers": [], "propagate": True}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"ratatoskr": formatter},
+        "handlers": {
+            "ratatoskr": {
+                "class": "logging.StreamHandler",
+                "formatter": "ratatoskr",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"handlers": ["ratatoskr"], "level": level.upper()},
+        "loggers": {
+            "uvicorn": dict(uvicorn),
+            "uvicorn.error": dict(uvicorn),
+            "uvicorn.access": dict(uvicorn),
+        },
+    }
+
+
+@dataclass
+class _Call:
+    """What one request's parts report to the middleware (via a context variable)."""
+
+    record: CallRecord | None = None
+    line: logging.LogRecord | None = None
+
+
+_current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "ratatoskr_call", default=None
+)
+
+
+def call_hook(record: CallRecord) -> None:
+    """bifrost's ``on_call``: hand the call's facts to the request's middleware."""
+    call = _current.get()
+    if call is not None:
+        call.record = record
+
+
+class _HoldCallLines(logging.Filter):
+    """On ``bifrost.consumer``: hold a call line back for the middleware to finish."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not isinstance(record.msg, str) or not record.msg.startswith("bifrost call "):
+            return True
+        call = _current.get()
+        if call is None or getattr(record, CALL_FIELDS, None) is not None:
+            return True
+        call.line = record
+        return False
+
+
+_HOLD = _HoldCallLines()
+
+
+def _peek(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _error_of(answer: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(code, message) of an error answer: bifrost's ``{"error": {"code", "message"}}``
+    or VMP's ``{"error": message, "code": code}``; each only when it is plain text."""
+    error = answer.get("error")
+    if isinstance(error, dict):
+        code, message = error.get("code"), error.get("message")
+    else:
+        code, message = answer.get("code"), error
+    code = code if isinstance(code, str) and _CODE.fullmatch(code) else None
+    message = message if isinstance(message, str) and _REASON.fullmatch(message) else None
+    return code, message
+
+
+class ObserveMiddleware:
+    """Pure ASGI: log and count each request once (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        planes: tuple[str, ...],
+        vmp_routes: Collection[str],
+        metrics: Metrics | None,
+        top_level: Collection[str] = ("/healthz", "/readyz", "/metrics"),
+    ) -> None:
+        self.app = app
+        self._planes = planes
+        self._vmp_routes = frozenset(vmp_routes)
+        self._metrics = metrics
+        self._top = frozenset(top_level)
+        hold = logging.getLogger("bifrost.consumer")
+        if _HOLD not in hold.filters:
+            hold.addFilter(_HOLD)
+
+    def _route(self, path: str) -> tuple[str | None, str]:
+        """(plane, path inside the plane), or (None, path) for the provider's own routes."""
+        if path in self._top:
+            return None, path
+        if len(self._planes) == 1:
+            return self._planes[0], path
+        first, _, rest = path.lstrip("/").partition("/")
+        if first in self._planes:
+            return first, "/" + rest
+        return None, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        plane, inner = self._route(scope["path"])
+        call = _Call()
+        token = _current.set(call)
+        status = 500
+        peek = bytearray()
+        peeking = False
+
+        async def observed(message: Message) -> None:
+            nonlocal status, peeking
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                length = _content_length(message)
+                peeking = plane is not None and (
+                    status >= 400 or (plane != "vmp" and length is not None and length <= 2048)
+                )
+            elif message["type"] == "http.response.body" and peeking and len(peek) < _PEEK_BYTES:
+                peek.extend(message.get("body", b"")[: _PEEK_BYTES - len(peek)])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed)
+        finally:
+            _current.reset(token)
+            duration = time.perf_counter() - start
+            if plane is None:
+                _log.debug(
+                    "request path=%s status=%d duration_ms=%.1f",
+                    inner if inner in self._top else "other",
+                    status,
+                    duration * 1000,
+                )
+            else:
+                self._finish(plane, inner, call, status, bytes(peek), duration)
+
+    def _finish(
+        self, plane: str, inner: str, call: _Call, status: int, body: bytes, duration: float
+    ) -> None:
+        answer = _peek(body) if body else {}
+        code, message = _error_of(answer) if status >= 400 else (None, None)
+        record = call.record
+        if plane == "vmp":
+            verb = inner if inner in self._vmp_routes else "other"
+            call_id = None
+        else:
+            verb = "other"
+            if record is not None:
+                # bifrost reports the verb as safe_name() renders it: quoted.
+                named = "handshake" if record.route == "handshake" else record.verb
+                named = named.strip("'") if named is not None else None
+                if named in _KNOWN_VERBS.get(plane, ()):
+                    verb = str(named)
+                code = record.error_code or code
+            call_id = loggable_id(record.call_id) if record is not None else None
+        outcome = "ok" if status < 400 else (code or f"http_{status}")
+        reason = message if status == 401 else None
+        result = answer.get("result") if status == 200 else None
+        replayed = isinstance(result, dict) and result.get("replayed") is True
+        fields: dict[str, Any] = {
+            "plane": plane,
+            "verb": verb,
+            "status": status,
+            "code": outcome if status >= 400 else None,
+            "duration_ms": round(duration * 1000, 1),
+            "call_id": call_id,
+        }
+        if reason is not None:
+            fields["reason"] = reason
+        line = call.line
+        if line is not None:
+            if reason is not None:
+                line.msg = f"{line.msg} reason=%s"
+                line.args = (*_args(line.args), reason)
+            setattr(line, CALL_FIELDS, fields)
+            logging.getLogger(line.name).handle(line)
+        else:
+            extra = {CALL_FIELDS: fields}
+            template = "%s call plane=%s verb=%s status=%d code=%s duration_ms=%.1f"
+            args: tuple[Any, ...] = (
+                "vmp" if plane == "vmp" else "request",
+                plane,
+                verb,
+                status,
+                fields["code"],
+                duration * 1000,
+            )
+            if reason is not None:
+                template += " reason=%s"
+                args += (reason,)
+            _log.info(template, *args, extra=extra)
+        if self._metrics is not None:
+            self._metrics.observe(
+                plane,
+                verb,
+                status,
+                outcome,
+                duration,
+                token_replayed=reason == "token replayed",
+                replayed=replayed,
+            )
+
+
+def _args(args: Any) -> tuple[Any, ...]:
+    return tuple(args) if isinstance(args, tuple) else ((args,) if args is not None else ())
+
+
+def _content_length(message: Message) -> int | None:
+    for name, value in message.get("headers", ()):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def known_routes(app: Any) -> list[str]:
+    """The route templates of a Starlette app (VMP's), for the ``verb`` label."""
+    return [
+        path
+        for route in getattr(app, "routes", ())
+        if isinstance(path := getattr(route, "path", None), str)
+    ]
