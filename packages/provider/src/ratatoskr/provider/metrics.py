@@ -57,7 +57,7 @@ from ratatoskr.vmp import is_loopback_host
 __all__ = ["Metrics", "metrics_endpoint"]
 
 # No ``*_created`` series beside every counter (half the output, no use to an alert).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Seconds: from a fraction of a millisecond (a small VMP search) to a large upload.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -250,6 +250,8 @@ class ObserveMiddleware:
             call_id = loggable_id(record.call_id) if record is not None else None
         outcome = "ok" if status < 400 else (code or f"http_{status}")
         reason = message if status == 401 else None
+        if reason is None and status == 401 and plane == "vmp":
+            reason = "api key missing or wrong"  # VMP's 401 has no body: one check
         result = answer.get("result") if status == 200 else None
         replayed = isinstance(result, dict) and result.get("replayed") is True
         fields: dict[str, Any] = {
