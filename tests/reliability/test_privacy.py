@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 
 from bifrost.client import build_envelope, mint_token
 from ratatoskr.provider.app import build_provider_app
@@ -586,9 +587,11 @@ def test_no_secret_in_any_log_record_or_response_in_process(
     in_process_server: str, captured: Collect, tmp_path: Path
 ) -> None:
     seen = run_traffic(in_process_server, db_files(tmp_path))
+    metrics = _scrape_metrics(in_process_server)
     assert any("uvicorn.access" in t for t in captured.texts), "the access log was not captured"
     assert any("status=500" in t for t in captured.texts)
     _check(seen, "\n".join(captured.texts))
+    _check(seen, metrics)
     report(
         "privacy-in-process",
         {
@@ -602,16 +605,29 @@ def test_no_secret_in_any_log_record_or_response_in_process(
     )
 
 
+def _scrape_metrics(base_url: str) -> str:
+    """``/metrics`` after the traffic: no sentinel or token may be in a label either."""
+    r = httpx.get(f"{base_url}/metrics", timeout=30)
+    assert r.status_code == 200, r.text
+    families = list(text_string_to_metric_families(r.text))
+    assert any(f.name == "ratatoskr_requests" and f.samples for f in families), r.text[:500]
+    return r.text
+
+
 @pytest.mark.slow
-def test_no_secret_in_a_debug_provider_process_output(tmp_path: Path) -> None:
-    env = provider_env(tmp_path, RATATOSKR_LOG_LEVEL="debug")
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_no_secret_in_a_debug_provider_process_output(tmp_path: Path, log_format: str) -> None:
+    env = provider_env(tmp_path, RATATOSKR_LOG_LEVEL="debug", RATATOSKR_LOG_FORMAT=log_format)
     with running(tmp_path, env) as server:
         seen = run_traffic(server.base_url, db_files(tmp_path))
+        metrics = _scrape_metrics(server.base_url)
         time.sleep(0.2)  # let the last log lines arrive
     output = "".join(server.output)
     assert "bifrost call plane=memory" in output and '"POST /memory/bifrost' in output
+    assert "vmp call plane=vmp" in output
     assert "type=StorageUnavailable" in output
     _check(seen, output)
+    _check(seen, metrics)
     report(
         "privacy-subprocess",
         {
