@@ -281,7 +281,7 @@ class PostgresAffectStore:
         # Revisions are >= 1, so "before" a huge revision means "from the newest".
         before = q.before_revision if q.before_revision is not None else 2**62
         params = (to_db(q.key), before, q.limit + 1)
-        rows = self._db.run(lambda cur: cur.execute(self._page_sql, params).fetchall())
+        rows = self._db.run(lambda cur: cur.execute(self._page_sql, params, binary=True).fetchall())
         items = [_view(rj, rev, at) for rev, rj, at in rows[: q.limit]]
         more = len(rows) > q.limit
         return {"items": items, "next_before_revision": items[-1]["revision"] if more else None}
@@ -312,7 +312,7 @@ class PostgresAffectStore:
         # "" sorts before every key (keys are non-empty): "from the start".
         after = "" if q.after_key is None else to_db(q.after_key)
         statement, params = self._list_sql(conjs, after, q.limit + 1)
-        rows = self._db.run(lambda cur: cur.execute(statement, params).fetchall())
+        rows = self._db.run(lambda cur: cur.execute(statement, params, binary=True).fetchall())
         page = rows[: q.limit]
         items = [_view(rj, rev, at) for _key, rj, rev, at in page]
         more = len(rows) > q.limit
@@ -364,7 +364,9 @@ class PostgresAffectStore:
 
     def _fetch(self, keys: Sequence[str]) -> _Records:
         stored = [to_db(k) for k in keys]
-        rows = self._db.run(lambda cur: cur.execute(self._fetch_sql, (stored,)).fetchall())
+        rows = self._db.run(
+            lambda cur: cur.execute(self._fetch_sql, (stored,), binary=True).fetchall()
+        )
         return {from_db(str(k)): _view(rj, rev, at) for k, rj, rev, at in rows}
 
 

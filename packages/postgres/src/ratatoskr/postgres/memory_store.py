@@ -19,6 +19,9 @@ lock was taken shows up there: of eight writers creating one id with expected
 revision 0, exactly one succeeds) → prune expired ledger entries (bounded) →
 the ledger's result. Any error rolls back all of it, the claim included.
 
+Reads ask for binary results: the float64 blob then arrives as its bytes rather
+than as hex text (a 0.1% search: 0.84 → 0.65 ms of SQL round trip).
+
 **Search**: one statement, so one snapshot. Its inner query takes the in-scope
 rows (btree per scope axis), orders them by pgvector's float32 negative inner
 product of unit vectors and keeps the best ``top_k + 16``; the outer query
@@ -297,7 +300,9 @@ class PostgresMemoryStore:
         if not wanted:
             return {}
         keys = list(dict.fromkeys(map(to_db, wanted)))
-        rows = self._db.run(lambda cur: cur.execute(self._scopes_sql, (keys,)).fetchall())
+        rows = self._db.run(
+            lambda cur: cur.execute(self._scopes_sql, (keys,), binary=True).fetchall()
+        )
         return {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
 
     def search(
@@ -339,7 +344,7 @@ class PostgresMemoryStore:
         while True:
             params = (probe, *scope_params, limit, query.top_k - 1, self._margin)
             fetched = self._db.run(
-                lambda cur, params=params: cur.execute(statement, params).fetchall()  # type: ignore[misc]
+                lambda cur, params=params: cur.execute(statement, params, binary=True).fetchall()  # type: ignore[misc]
             )
             if len(fetched) < limit:
                 break
@@ -420,7 +425,9 @@ class PostgresMemoryStore:
 
     def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         keys = [to_db(i) for i in ids]
-        rows = self._db.run(lambda cur: cur.execute(self._fetch_sql, (keys,)).fetchall())
+        rows = self._db.run(
+            lambda cur: cur.execute(self._fetch_sql, (keys,), binary=True).fetchall()
+        )
         return {
             from_db(str(cid)): StoredChunk(
                 str(rj), None if key is None else str(key), blob, int(rev)
