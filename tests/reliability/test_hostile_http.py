@@ -145,6 +145,8 @@ JWT_CASES: dict[str, Forge] = {
     "aud other": _hs(aud="someone-else"),
     "aud missing": _hs(aud=DROP),
     "aud list without us": _hs(aud=["someone-else", "another"]),
+    # A token minted for several consumers would be good at each: only our exact id passes.
+    "aud list with us": _hs(aud=["other", "ratatoskr"]),
     "iss other": _hs(iss="loki"),
     "iss other case": _hs(iss="Heimdall"),
     "iss missing": _hs(iss=DROP),
