@@ -26,7 +26,13 @@ from bifrost.client import mint_token
 from bifrost.envelope import WIRE_VERSION
 from ratatoskr.provider.devmode import dev_settings
 from ratatoskr.provider.doctor import run_doctor
-from ratatoskr.provider.operate import OperationFailed, run_backup, run_restore, run_stats
+from ratatoskr.provider.operate import (
+    OperationFailed,
+    run_backup,
+    run_compact,
+    run_restore,
+    run_stats,
+)
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
     PLANES,
@@ -179,6 +185,11 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return run_restore(settings, args.plane, args.source, out=sys.stdout)
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    return run_compact(settings, _planes(args.plane), full=args.full, out=sys.stdout)
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     settings = load_settings(args.dev)
     return run_stats(settings, _planes(args.plane), as_json=args.json, out=sys.stdout)
@@ -224,6 +235,11 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="one JSON object")
     stats.add_argument("--dev", action="store_true", help="the --dev databases in var/")
     stats.set_defaults(func=cmd_stats)
+    compact = sub.add_parser("compact", help="give freed pages back (beside a running provider)")
+    compact.add_argument("--plane", choices=["all", *PLANES], default="all")
+    compact.add_argument("--full", action="store_true", help="one VACUUM instead of steps")
+    compact.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    compact.set_defaults(func=cmd_compact)
     return p
 
 

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from typing import Any, TextIO
 
 from ratatoskr.affect import schema as affect_schema
+from ratatoskr.memory import compact_memory_file
 from ratatoskr.memory import schema as memory_schema
 from ratatoskr.provider.planes import _FIXED, TOKEN_PLANES, db_setting
 from ratatoskr.provider.settings import PLANES, ConfigError, Plane, Settings
@@ -28,18 +29,28 @@ from ratatoskr.sqlite import (
     MEMORY_PATH,
     DatabaseInUse,
     DatabaseStats,
+    ForeignDatabase,
     InvalidBackup,
     MetaSetting,
     PlaneFile,
     StorageError,
+    StorageUnavailable,
     backup_database,
+    compact_database,
     database_stats,
     replay_path,
     restore_database,
 )
 from ratatoskr.vmp import schema as vmp_schema
 
-__all__ = ["OperationFailed", "plane_file", "run_backup", "run_restore", "run_stats"]
+__all__ = [
+    "OperationFailed",
+    "plane_file",
+    "run_backup",
+    "run_compact",
+    "run_restore",
+    "run_stats",
+]
 
 # The planes a backup or restore covers; VMP has its own snapshot endpoints.
 BACKUP_PLANES: tuple[Plane, ...] = ("memory", "affect")
@@ -281,3 +292,28 @@ def _size(n: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+def run_compact(settings: Settings, planes: tuple[Plane, ...], *, full: bool, out: TextIO) -> int:
+    """``ratatoskr compact``: give each plane file's free pages back to the filesystem,
+    beside a provider serving it (incremental steps; ``full``: one ``VACUUM``). Raises
+    ConfigError for a missing or foreign file, OperationFailed when the work failed."""
+    for plane in planes:
+        path = settings.db_path(plane)
+        if path == MEMORY_PATH:
+            continue
+        try:
+            if plane == "memory":  # sqlite-vec never reuses a deleted vector's slot
+                report = compact_memory_file(path, full=full)
+            else:
+                report = compact_database(path, plane=plane, full=full)
+        except (ForeignDatabase, StorageUnavailable) as exc:
+            raise ConfigError(f"{db_setting(plane)}: {path}: {exc.message}") from None
+        except StorageError as exc:
+            raise OperationFailed(f"{plane}: compaction failed ({exc.message})") from None
+        out.write(
+            f"{plane}: {report.method}, {_size(report.bytes_before)} -> "
+            f"{_size(report.bytes_after)}, {report.free_pages_before} -> "
+            f"{report.free_pages_after} free pages, {report.seconds:.1f} s\n"
+        )
+    return 0

@@ -18,9 +18,11 @@ from ratatoskr.sqlite.backup import (
     verify_plane_file,
 )
 from ratatoskr.sqlite.database import (
+    CompactReport,
     Database,
     DatabaseReport,
     MetaSetting,
+    compact_database,
     inspect_database,
     same_file,
 )
@@ -52,6 +54,7 @@ from ratatoskr.sqlite.stats import DatabaseStats, TableStats, database_stats
 __all__ = [
     "MEMORY_PATH",
     "BackupResult",
+    "CompactReport",
     "ConnectionOptions",
     "Database",
     "DatabaseInUse",
@@ -77,6 +80,7 @@ __all__ = [
     "backup_database",
     "claim_databases",
     "codec",
+    "compact_database",
     "connect",
     "database_in_use",
     "database_stats",
