@@ -318,14 +318,18 @@ def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
             )
             assert isinstance(exc_v, VmpError)
             assert (exc_v.status, exc_v.code) == (507, "CAPACITY_EXCEEDED")
-            # Memory and affect reads fail closed while the volume is full: each call must
-            # record its token's jti in the replay file, and a token that cannot be
-            # remembered is never accepted. VMP (no tokens) still reads.
-            for read in (
-                lambda: memory.get_many([r["id"] for r in mem_batch(0)]),
-                lambda: affect.get_many([r["key"] for r in aff_batch(0)]),
+            # Memory and affect reads need their token's jti recorded in the replay file:
+            # while its WAL has room to reuse (it is checkpointed every second) they go
+            # on; once a record needs a new page they fail closed (500), because a token
+            # that cannot be remembered is never accepted. Never a wrong answer.
+            for plane, read, acked in (
+                ("memory", lambda: memory.get_many([r["id"] for r in mem_batch(0)]), acked_m),
+                ("affect", lambda: affect.get_many([r["key"] for r in aff_batch(0)]), acked_a),
             ):
-                assert outcome(read)[:2] == (500, "bifrost.internal")
+                got = outcome(read)
+                assert got[:2] == (500, "bifrost.internal") or (
+                    got[0] == "ok" and len(got[1]) == (8 if acked else 0)
+                ), (plane, got[:2])
             assert vmp.health()["records"] == acked_v
             # Room again: reads are back, the failed calls left nothing, and the same
             # idempotency keys write (a failure is not recorded).
