@@ -5,6 +5,7 @@ and a serving process are unaffected."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 
@@ -96,7 +97,17 @@ def test_incremental_compaction_gives_free_pages_back(tmp_path: Path) -> None:
     free = pragma(db, "freelist_count")
     assert free > COMPACT_STEP_PAGES
     size_before = path.stat().st_size
+    commits: list[int] = []
+
+    def count_commit() -> bool:
+        commits.append(1)
+        return False  # let it commit
+
+    db._writer.set_commit_hook(count_commit)
     report = db.compact()
+    db._writer.set_commit_hook(None)
+    # One short transaction per step: other writers get the lock in between.
+    assert len(commits) >= math.ceil(free / COMPACT_STEP_PAGES)
     assert report.method == "incremental_vacuum"
     assert report.free_pages_before == free and report.free_pages_after == 0
     assert report.wal_truncated and not os.path.getsize(str(path) + "-wal")
