@@ -180,3 +180,18 @@ def test_an_in_memory_store_compacts_its_vectors_only() -> None:
     assert (report.method, report.rebuilt) == ("none", ("memory_vec",))
     assert answers(s) == before
     s.close()
+
+
+def test_free_pages_only_when_the_vectors_are_left_alone(db_file: str) -> None:
+    s = open_memory_store(db_file, embedding_dim=DIM)
+    recs = records(N)
+    write(s, recs, "w")
+    delete_most(s, recs)
+    before = answers(s)
+    report = s.compact(vectors=False)
+    assert report.rebuilt == () and report.free_pages_after == 0
+    assert vec_chunks(db_file) == 3  # the dead slots stay
+    assert compact_memory_file(db_file, vectors=False).rebuilt == ()
+    assert answers(s) == before
+    assert s.compact().rebuilt == ("memory_vec",)
+    s.close()

@@ -363,17 +363,21 @@ class RatatoskrMemoryStore:
         with self._db.read() as conn:
             return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])  # type: ignore[arg-type]
 
-    def compact(self, *, full: bool = False) -> CompactReport:
+    def compact(self, *, full: bool = False, vectors: bool = True) -> CompactReport:
         """Give unused space back to the filesystem: rebuild the vec0 table when deleted
-        vectors fill a chunk of it (:func:`~ratatoskr.memory.schema.rebuild_vec_table`),
-        then :meth:`ratatoskr.sqlite.Database.compact` (incremental steps, or a full
-        ``VACUUM`` for a file created before migration 3's release or with ``full``).
+        vectors fill a chunk of it and ``vectors`` is true
+        (:func:`~ratatoskr.memory.schema.rebuild_vec_table`), then
+        :meth:`ratatoskr.sqlite.Database.compact` (incremental steps, or one ``VACUUM``
+        for a file created before this release or with ``full``).
 
-        Nothing a read returns changes, and the in-memory index stays valid. Searches
-        go on; writes wait for each step (the rebuild is one transaction: ~1 s per
-        50k live chunks at 384 dims). Raises StorageError subclasses.
+        Nothing a read returns changes and the in-memory index stays valid; searches go
+        on. Writes wait for each step, and the vector rebuild is one transaction of
+        ~0.1 ms per live chunk at 384 dims (42k: ~4-5 s): another process's writes
+        fail after its busy timeout (10 s), so past ~80k live chunks rebuild while other
+        processes do not write, or pass ``vectors=False`` (free pages only, short
+        steps). Raises StorageError subclasses.
         """
-        return self._db.compact(full=full, prepare=rebuild_vec_table)
+        return self._db.compact(full=full, prepare=rebuild_vec_table if vectors else None)
 
     def close(self) -> None:
         """Close the database; idempotent."""
@@ -479,12 +483,15 @@ def open_memory_store(
         raise
 
 
-def compact_memory_file(db_path: str, *, full: bool = False) -> CompactReport:
+def compact_memory_file(db_path: str, *, full: bool = False, vectors: bool = True) -> CompactReport:
     """:meth:`RatatoskrMemoryStore.compact` for a memory file given by path, without
     opening a store (no index is loaded, no migration applied): for an operator's
-    ``compact`` command, safe beside a provider serving the file.
+    ``compact`` command, safe beside a provider serving the file (its writes wait for
+    each step; see ``compact`` for the cost of the vector rebuild).
 
     Raises StorageUnavailable (no such file), ForeignDatabase (not a memory file) and
     the other StorageError subclasses.
     """
-    return compact_database(db_path, plane=PLANE, full=full, prepare=rebuild_vec_table)
+    return compact_database(
+        db_path, plane=PLANE, full=full, prepare=rebuild_vec_table if vectors else None
+    )
