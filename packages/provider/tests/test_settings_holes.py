@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ratatoskr.memory import open_memory_store
+from ratatoskr.provider.planes import open_planes
 from ratatoskr.provider.settings import Settings, unknown_variables
 from ratatoskr.vmp import open_vmp_store
 
@@ -114,3 +115,14 @@ def test_host_names() -> None:
         "*.internal",
     ]
     assert Settings(host="0.0.0.0").host_names() == ["localhost", "127.0.0.1", "::1"]
+
+
+def test_max_scope_any_reaches_both_stores(settings: Settings) -> None:
+    opened = open_planes(settings.model_copy(update={"max_scope_any": 7}), ("memory", "affect"))
+    try:
+        assert opened.memory is not None
+        assert opened.affect is not None
+        assert opened.memory.max_scope_any == 7
+        assert opened.affect.max_scope_any == 7
+    finally:
+        opened.close()

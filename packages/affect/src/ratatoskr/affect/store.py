@@ -38,6 +38,7 @@ from bifrost.context import DispatchContext
 from bifrost.errors import IdempotencyConflict, RevisionMismatch
 from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
 from bifrost.memory.validation import validate_expected_revisions
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from ratatoskr.affect.listing import fetch_current, list_page
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
@@ -67,13 +68,15 @@ class RatatoskrAffectStore:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_page: int = DEFAULT_MAX_PAGE,
+        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if max_batch < 1 or max_page < 1:
-            raise ValueError("max_batch and max_page must be positive")
+        if max_batch < 1 or max_page < 1 or max_scope_any < 1:
+            raise ValueError("max_batch, max_page and max_scope_any must be positive")
         self._db = db
         self.max_batch = max_batch
         self.max_page = max_page
+        self.max_scope_any = max_scope_any
         self._clock = clock
 
     # -- descriptors -----------------------------------------------------------------
@@ -273,7 +276,14 @@ class RatatoskrAffectStore:
 
         Returns ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
         """
-        q = validate_list(scope_all, scope_any, limit, after_key, max_page=self.max_page)
+        q = validate_list(
+            scope_all,
+            scope_any,
+            limit,
+            after_key,
+            max_page=self.max_page,
+            max_scope_any=self.max_scope_any,
+        )
         with self._db.read() as conn:
             return list_page(
                 conn,
@@ -320,6 +330,7 @@ def open_affect_store(
     *,
     max_batch: int = DEFAULT_MAX_BATCH,
     max_page: int = DEFAULT_MAX_PAGE,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
     clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
 ) -> RatatoskrAffectStore:
@@ -329,11 +340,13 @@ def open_affect_store(
     non-positive limits and StorageError subclasses (StorageUnavailable,
     StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable files.
     """
-    if max_batch < 1 or max_page < 1:
-        raise ValueError("max_batch and max_page must be positive")
+    if max_batch < 1 or max_page < 1 or max_scope_any < 1:
+        raise ValueError("max_batch, max_page and max_scope_any must be positive")
     db = Database(db_path, plane=PLANE, migrations=MIGRATIONS, options=options)
     try:
-        return RatatoskrAffectStore(db, max_batch=max_batch, max_page=max_page, clock=clock)
+        return RatatoskrAffectStore(
+            db, max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any, clock=clock
+        )
     except BaseException:
         db.close()
         raise

@@ -173,10 +173,14 @@ def _open_one(settings: Settings, plane: Plane, opened: OpenPlanes) -> Any:
             embedding_dim=settings.memory_embedding_dim,
             max_batch=settings.max_batch,
             max_top_k=settings.max_top_k,
+            max_scope_any=settings.max_scope_any,
         )
     elif plane == "affect":
         opened.affect = open_affect_store(
-            path, max_batch=settings.max_batch, max_page=settings.max_page
+            path,
+            max_batch=settings.max_batch,
+            max_page=settings.max_page,
+            max_scope_any=settings.max_scope_any,
         )
     else:
         opened.vmp = open_vmp_store(
