@@ -215,7 +215,7 @@ def test_state_exposes_store() -> None:
 
 def test_body_budget_bounds_bytes_in_flight_and_queues_the_rest() -> None:
     async def main() -> list[str]:
-        budget = BodyBudget(100)
+        budget = BodyBudget(1_000_000)
         order: list[str] = []
 
         async def call(name: str, size: int, hold: float) -> None:
@@ -225,10 +225,16 @@ def test_body_budget_bounds_bytes_in_flight_and_queues_the_rest() -> None:
                 await asyncio.sleep(hold)
             order.append(f"{name}-")
 
-        await asyncio.gather(call("a", 60, 0.05), call("b", 60, 0.0), call("c", 10**9, 0.0))
+        await asyncio.gather(
+            call("a", 600_000, 0.05),
+            call("b", 600_000, 0.0),
+            call("c", 10**9, 0.0),
+            call("small", 300, 0.0),
+        )
         assert budget.in_use == 0
         return order
 
     order = asyncio.run(main())
     assert order.index("b+") > order.index("a-")  # b waited until a gave its bytes back
     assert "c+" in order  # a body larger than the budget still runs, alone
+    assert order.index("small+") < order.index("a-")  # a small body never waits

@@ -15,9 +15,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-__all__ = ["DEFAULT_MAX_INFLIGHT_BODY_BYTES", "BodyBudget"]
+__all__ = ["DEFAULT_MAX_INFLIGHT_BODY_BYTES", "SMALL_BODY_BYTES", "BodyBudget"]
 
 DEFAULT_MAX_INFLIGHT_BODY_BYTES = 64 * 1024 * 1024
+# Bodies up to this size never wait: a few connections declaring 8 MiB bodies and never
+# finishing them held the whole budget until their deadline, and every other tenant's
+# 300-byte search queued behind them for 15 s. Small bodies stay bounded without it
+# (the connection cap × this size).
+SMALL_BODY_BYTES = 64 * 1024
 
 
 class BodyBudget:
@@ -32,8 +37,12 @@ class BodyBudget:
 
     @contextlib.asynccontextmanager
     async def reserve(self, size: int) -> AsyncIterator[None]:
-        """Hold ``size`` bytes (at most the whole budget) for the block."""
-        size = max(0, min(size, self.limit))
+        """Hold ``size`` bytes (at most the whole budget) for the block; a small body
+        (≤ :data:`SMALL_BODY_BYTES`) passes at once without counting."""
+        if size <= SMALL_BODY_BYTES:
+            yield
+            return
+        size = min(size, self.limit)
         async with self._freed:
             await self._freed.wait_for(lambda: self.in_use + size <= self.limit)
             self.in_use += size
