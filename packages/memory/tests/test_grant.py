@@ -53,7 +53,11 @@ def test_the_store_is_a_scope_lookup(store: RatatoskrMemoryStore) -> None:
     assert store.scopes_of([]) == {}
 
 
-@pytest.mark.parametrize("ids", ["a", None, ["a", 3], [""], ["é" * 257], ["a"] * 1001], ids=repr)
+@pytest.mark.parametrize(
+    "ids",
+    ["a", None, ["a", 3], [""], ["é" * 257], ["a"] * 1001],
+    ids=["string", "none", "non-string", "empty", "too-long", "over-max-batch"],
+)
 def test_scopes_of_validates_as_get_many_does(store: RatatoskrMemoryStore, ids: Any) -> None:
     with pytest.raises(InvalidArguments) as from_get_many:
         store.get_many(ids)
