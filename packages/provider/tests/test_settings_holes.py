@@ -101,6 +101,7 @@ def test_a_mistyped_setting_is_refused_naming_the_real_one(
     assert "did you mean RATATOSKR_MEMORY_EMBEDDING_DIM?" in result.stderr
     assert snapshot(tmp_path) == before
     assert unknown_variables({"RATATOSKR_PORT": "1", "OTHER": "x"}) == []
+    assert unknown_variables({"RATATOSKR_TEST_PG_DSN": "postgresql://x"}) == []
     assert unknown_variables({"RATATOSKR_ZZZZZZZZ": "1"}) == ["RATATOSKR_ZZZZZZZZ: not a setting"]
 
 

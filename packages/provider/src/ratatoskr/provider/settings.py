@@ -270,7 +270,8 @@ def unknown_variables(environ: dict[str, str]) -> list[str]:
     known = {f"RATATOSKR_{name.upper()}" for name in Settings.model_fields}
     lines = []
     for name in sorted(n for n in environ if n.upper().startswith("RATATOSKR_")):
-        if name.upper() in known:
+        # RATATOSKR_TEST_* belong to the test suite (e.g. RATATOSKR_TEST_PG_DSN).
+        if name.upper() in known or name.upper().startswith("RATATOSKR_TEST_"):
             continue
         close = _closest(name.upper(), known)
         hint = f"; did you mean {close}?" if close else ""
