@@ -187,7 +187,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     settings = load_settings(args.dev)
-    return run_compact(settings, _planes(args.plane), full=args.full, out=sys.stdout)
+    return run_compact(
+        settings, _planes(args.plane), full=args.full, vectors=not args.no_vectors, out=sys.stdout
+    )
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -238,6 +240,11 @@ def parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", help="give freed pages back (beside a running provider)")
     compact.add_argument("--plane", choices=["all", *PLANES], default="all")
     compact.add_argument("--full", action="store_true", help="one VACUUM instead of steps")
+    compact.add_argument(
+        "--no-vectors",
+        action="store_true",
+        help="memory: free pages only, no vector-table rebuild (writers never wait long)",
+    )
     compact.add_argument("--dev", action="store_true", help="the --dev databases in var/")
     compact.set_defaults(func=cmd_compact)
     return p

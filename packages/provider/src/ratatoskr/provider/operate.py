@@ -294,9 +294,18 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover - the loop always returns
 
 
-def run_compact(settings: Settings, planes: tuple[Plane, ...], *, full: bool, out: TextIO) -> int:
+def run_compact(
+    settings: Settings,
+    planes: tuple[Plane, ...],
+    *,
+    full: bool,
+    out: TextIO,
+    vectors: bool = True,
+) -> int:
     """``ratatoskr compact``: give each plane file's free pages back to the filesystem,
-    beside a provider serving it (incremental steps; ``full``: one ``VACUUM``). Raises
+    beside a provider serving it (incremental steps; ``full``: one ``VACUUM``; memory's
+    vector table is rebuilt first unless ``vectors`` is false — one transaction that
+    makes writers wait ~0.1 ms per live chunk). Raises
     ConfigError for a missing or foreign file, OperationFailed when the work failed."""
     for plane in planes:
         path = settings.db_path(plane)
@@ -304,7 +313,7 @@ def run_compact(settings: Settings, planes: tuple[Plane, ...], *, full: bool, ou
             continue
         try:
             if plane == "memory":  # sqlite-vec never reuses a deleted vector's slot
-                report = compact_memory_file(path, full=full)
+                report = compact_memory_file(path, full=full, vectors=vectors)
             else:
                 report = compact_database(path, plane=plane, full=full)
         except (ForeignDatabase, StorageUnavailable) as exc:
