@@ -14,11 +14,11 @@ from bifrost.consumer import (
     ConsumerRegistration,
     build_memory_app,
 )
-from ratatoskr.memory.store import RatatoskrMemoryStore
+from bifrost.memory.protocol import MemoryDataStore
 
 
 def build_memory_provider_app(
-    store: RatatoskrMemoryStore,
+    store: MemoryDataStore,
     heimdall_key: bytes,
     consumer_id: str = "ratatoskr",
     *,

@@ -8,8 +8,13 @@ import stat
 from dataclasses import dataclass
 from typing import TextIO
 
-from ratatoskr.provider.planes import database_problems, db_setting, fixed_keys
-from ratatoskr.provider.settings import ConfigError, Plane, Settings
+from ratatoskr.provider.planes import (
+    database_problems,
+    db_setting,
+    fixed_keys,
+    inspect_postgres,
+)
+from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn, redact_dsn
 from ratatoskr.sqlite import (
     MEMORY_PATH,
     StorageError,
@@ -44,6 +49,8 @@ def _database(settings: Settings, plane: Plane) -> list[Check]:
     name = f"{plane} db"
     if path == MEMORY_PATH:
         return [Check(name, WARN, ":memory: - nothing survives a restart")]
+    if is_dsn(path):
+        return _postgres(settings, plane)
     problems = database_problems(settings, plane)
     if problems:
         return [Check(name, FAIL, problem) for problem in problems]
@@ -60,6 +67,22 @@ def _database(settings: Settings, plane: Plane) -> list[Check]:
     detail += "".join(f", {k} {v}" for k, v in report.meta.items())
     status = OK if report.integrity == "ok" else FAIL
     return [Check(name, status, detail + f", mode {report.mode:o}")]
+
+
+def _postgres(settings: Settings, plane: Plane) -> list[Check]:
+    """A plane served from PostgreSQL: the same read-only look the preflight makes."""
+    name, shown = f"{plane} db", redact_dsn(settings.db_path(plane))
+    report = inspect_postgres(settings, plane)
+    if report.problems:
+        return [Check(name, FAIL, problem) for problem in report.problems]
+    detail = f"{shown}: server reachable (PostgreSQL {report.server}), "
+    detail += f"pgvector {report.pgvector}" if report.pgvector else "pgvector not installed yet"
+    if report.schema_version:
+        detail += f", schema v{report.schema_version}"
+        detail += "".join(f", {k} {v}" for k, v in report.meta.items())
+    else:
+        detail += ", schema not created yet (created at first start)"
+    return [Check(name, OK, detail)]
 
 
 def _heimdall_key(settings: Settings) -> Check:

@@ -50,7 +50,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ratatoskr.provider.planes import OpenPlanes
-from ratatoskr.provider.settings import Plane, Settings
+from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH
 from ratatoskr.vmp import is_loopback_host
 
@@ -190,7 +190,9 @@ def plane_files(
 ) -> tuple[dict[str, str], dict[str, Callable[[], int]]]:
     """Each served plane's database path (file-backed ones) and its row count."""
     files: dict[str, str] = {
-        p: settings.db_path(p) for p in planes if settings.db_path(p) != MEMORY_PATH
+        p: settings.db_path(p)
+        for p in planes
+        if settings.db_path(p) != MEMORY_PATH and not is_dsn(settings.db_path(p))
     }
     counts: dict[str, Callable[[], int]] = {}
     if opened.memory is not None:

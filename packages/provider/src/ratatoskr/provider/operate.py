@@ -24,7 +24,14 @@ from ratatoskr.affect import schema as affect_schema
 from ratatoskr.memory import compact_memory_file
 from ratatoskr.memory import schema as memory_schema
 from ratatoskr.provider.planes import _FIXED, TOKEN_PLANES, db_setting
-from ratatoskr.provider.settings import PLANES, ConfigError, Plane, Settings
+from ratatoskr.provider.settings import (
+    PLANES,
+    ConfigError,
+    Plane,
+    Settings,
+    is_dsn,
+    redact_dsn,
+)
 from ratatoskr.sqlite import (
     MEMORY_PATH,
     DatabaseInUse,
@@ -90,6 +97,11 @@ def _database_file(settings: Settings, plane: Plane, doing: str) -> str:
     path = settings.db_path(plane)
     if path == MEMORY_PATH:
         raise ConfigError(f"{db_setting(plane)} is {MEMORY_PATH}: there is no file to {doing}")
+    if is_dsn(path):
+        raise ConfigError(
+            f"{db_setting(plane)} is a PostgreSQL DSN: there is no file to {doing} "
+            "(use pg_dump / pg_restore)"
+        )
     return path
 
 
@@ -99,7 +111,7 @@ def _plane_files(settings: Settings) -> list[str]:
     files = []
     for plane in PLANES:
         path = settings.db_path(plane)
-        if path != MEMORY_PATH:
+        if path != MEMORY_PATH and not is_dsn(path):
             files += [path, f"{path}-wal", f"{path}-shm", f"{path}-journal", replay_path(path)]
     return files
 
@@ -200,6 +212,9 @@ def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, di
         if path == MEMORY_PATH:
             report[plane] = {"path": path, "exists": False, "in_memory": True}
             continue
+        if is_dsn(path):
+            report[plane] = {"path": redact_dsn(path), "exists": False, "postgresql": True}
+            continue
         try:
             entry = _stats_dict(database_stats(path, plane=plane))
             if plane in TOKEN_PLANES:
@@ -244,6 +259,8 @@ def _render(report: dict[str, dict[str, Any]]) -> str:
     for plane, e in report.items():
         if e.get("in_memory"):
             summary.append((plane, e["path"], "-", "in memory", "-", "-", "-", "-", "-"))
+        elif e.get("postgresql"):
+            summary.append((plane, e["path"], "-", "postgresql", "-", "-", "-", "-", "-"))
         elif "error" in e:
             summary.append((plane, e["path"], f"error: {e['error']}", "", "", "", "", "", ""))
         elif not e["exists"]:
@@ -309,7 +326,7 @@ def run_compact(
     ConfigError for a missing or foreign file, OperationFailed when the work failed."""
     for plane in planes:
         path = settings.db_path(plane)
-        if path == MEMORY_PATH:
+        if path == MEMORY_PATH or is_dsn(path):  # PostgreSQL reclaims space itself
             continue
         try:
             if plane == "memory":  # sqlite-vec never reuses a deleted vector's slot

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bifrost.auth import ReplayCache
+from ratatoskr.postgres import PostgresAffectStore, PostgresMemoryStore
 from ratatoskr.provider.planes import OpenPlanes
-from ratatoskr.provider.settings import Plane, Settings
+from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
 
 __all__ = ["READY", "PlaneProbe", "plane_probes", "probe_all"]
@@ -86,17 +87,18 @@ def plane_probes(
     probes = []
     for plane in planes:
         read: Callable[[], object]
-        if plane == "memory" and opened.memory is not None:
-            read = opened.memory.database.schema_version
-        elif plane == "affect" and opened.affect is not None:
-            read = opened.affect.database.schema_version
+        store = opened.memory if plane == "memory" else opened.affect if plane == "affect" else None
+        if isinstance(store, PostgresMemoryStore | PostgresAffectStore):
+            read = store.health  # a round trip to the server
+        elif store is not None:
+            read = store.database.schema_version
         elif plane == "vmp" and opened.vmp is not None:
             read = opened.vmp.record_count
         else:
             continue
         probe = PlaneProbe(plane, read, replay=opened.replay.get(plane))
         path = settings.db_path(plane)
-        if path != MEMORY_PATH:
+        if path != MEMORY_PATH and not is_dsn(path):
             probe.files.append(_File("database", path, _identity(path)))
         if isinstance(probe.replay, SqliteReplayCache):
             probe.files.append(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ratatoskr.sqlite import same_file
@@ -26,6 +28,28 @@ MIN_VMP_KEY_CHARS = 16
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
+DSN_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_dsn(value: str) -> bool:
+    """Whether a plane's database setting is a PostgreSQL DSN (a libpq URI), not a path."""
+    return value.lower().startswith(DSN_SCHEMES)
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with its password (in the userinfo or a ``password=`` parameter) replaced
+    by ``***``, for messages and logs."""
+    scheme, sep, rest = dsn.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        userinfo, _, hostpart = authority.rpartition("@")
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        authority = f"{userinfo}@{hostpart}"
+    tail = re.sub(r"(?i)(password=)[^&]*", r"\1***", tail)
+    return f"{scheme}{sep}{authority}{slash}{tail}"
+
+
 class ConfigError(Exception):
     """A setting is wrong; the message names the setting and says what to do."""
 
@@ -33,10 +57,15 @@ class ConfigError(Exception):
 class Settings(BaseSettings):
     """Everything the provider can be told, each as ``RATATOSKR_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="RATATOSKR_", extra="forbid")
+    # hide_input_in_errors: a refused DSN must not be echoed with its password.
+    model_config = SettingsConfigDict(
+        env_prefix="RATATOSKR_", extra="forbid", hide_input_in_errors=True
+    )
 
     memory_db: str = Field(
-        "var/memory.db", description="Memory plane database file (or `:memory:`)."
+        "var/memory.db",
+        description="Memory plane database: a file path, `:memory:`, or a postgresql:// DSN "
+        "(schema `ratatoskr_memory`).",
     )
     memory_embedding_dim: int = Field(
         384,
@@ -45,7 +74,9 @@ class Settings(BaseSettings):
         description="Embedding dimension of the memory plane; fixed when its file is created.",
     )
     affect_db: str = Field(
-        "var/affect.db", description="Affect plane database file (or `:memory:`)."
+        "var/affect.db",
+        description="Affect plane database: a file path, `:memory:`, or a postgresql:// DSN "
+        "(schema `ratatoskr_affect`).",
     )
     vmp_db: str = Field("var/vmp.db", description="VMP plane database file (or `:memory:`).")
     vmp_dim: int = Field(
@@ -170,7 +201,16 @@ class Settings(BaseSettings):
 
     @field_validator("memory_db", "affect_db", "vmp_db")
     @classmethod
-    def _a_plain_path(cls, value: str) -> str:
+    def _a_plain_path(cls, value: str, info: ValidationInfo) -> str:
+        if is_dsn(value):
+            if info.field_name == "vmp_db":
+                # Refused before pydantic can echo the value (and its password).
+                raise PydanticCustomError(
+                    "vmp_dsn",
+                    "VMP stays on SQLite: its determinism needs one global sequence and "
+                    "byte-identical snapshots; give a file path",
+                )
+            return value
         # A URI's parameters (shared cache, vfs, a relative path resolved elsewhere) put
         # two planes in one file and defeated the deleted-file guard.
         if value.lower().startswith("file:"):
@@ -300,14 +340,15 @@ def validate_layout(settings: Settings, planes: tuple[Plane, ...]) -> None:
 
     Raises ConfigError: two planes on one file, or a database directory missing.
     """
-    for i, a in enumerate(planes):
-        for b in planes[i + 1 :]:
+    files = [p for p in planes if not is_dsn(settings.db_path(p))]
+    for i, a in enumerate(files):
+        for b in files[i + 1 :]:
             if same_file(settings.db_path(a), settings.db_path(b)):
                 raise ConfigError(
                     f"RATATOSKR_{a.upper()}_DB and RATATOSKR_{b.upper()}_DB name the same "
                     "file; each plane needs its own database file"
                 )
-    for plane in planes:
+    for plane in files:
         path = settings.db_path(plane)
         if path != ":memory:" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ConfigError(f"RATATOSKR_{plane.upper()}_DB: directory of {path} does not exist")
