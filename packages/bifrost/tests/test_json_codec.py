@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bifrost import idempotency
+from bifrost import jsoncodec
 from bifrost.errors import InvalidArguments
-from bifrost.idempotency import canonical_json, json_loads_exact
+from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.memory.validation import json_copy, validate_embedding
 
 json_values = st.recursive(
@@ -67,7 +67,7 @@ def test_big_integers_inside_mixed_and_nested_values() -> None:
     assert json_loads_exact(canonical_json(value)) == value
     back: Any = json_loads_exact(canonical_json(value))
     assert back["a"][2] == 10**25
-    assert idempotency._no_int64_overflow(orjson.loads(canonical_json([0.5, 2**62]))) is True
+    assert jsoncodec._no_int64_overflow(orjson.loads(canonical_json([0.5, 2**62]))) is True
 
 
 def test_overflowing_sum_of_finite_floats_is_fine() -> None:
