@@ -49,12 +49,8 @@ from bifrost.context import DispatchContext
 from bifrost.idempotency import request_digest
 from bifrost.memory.validation import validate_upsert
 from ratatoskr.memory import open_memory_store
-from ratatoskr.postgres import (
-    PoolOptions,
-    PostgresMemoryStore,
-    open_postgres_memory_store,
-    vector_extension,
-)
+from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from ratatoskr.postgres import PoolOptions, vector_extension
 
 TOP_K = 10
 BATCH = 100

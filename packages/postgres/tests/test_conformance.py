@@ -14,13 +14,9 @@ from bifrost.consumer.testing.conformance import (
     MemoryStoreConformance,
     MemoryStoreFactory,
 )
-from ratatoskr.postgres import (
-    Pool,
-    PostgresAffectStore,
-    PostgresMemoryStore,
-    open_postgres_affect_store,
-    open_postgres_memory_store,
-)
+from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
+from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from ratatoskr.postgres import Pool
 
 from .conftest import SchemaFactory
 

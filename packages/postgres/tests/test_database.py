@@ -12,6 +12,8 @@ from psycopg import sql
 
 from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments
+from ratatoskr.affect.postgres import open_postgres_affect_store
+from ratatoskr.memory.postgres import open_postgres_memory_store
 from ratatoskr.postgres import (
     ForeignDatabase,
     Pool,
@@ -24,8 +26,6 @@ from ratatoskr.postgres import (
     StorageReadOnly,
     StorageUnavailable,
     open_pool,
-    open_postgres_affect_store,
-    open_postgres_memory_store,
 )
 from ratatoskr.postgres.errors import translate
 

@@ -15,8 +15,10 @@ from bifrost.affect import BifrostError, dispatch_affect_call
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.conformance import run_parity
 from bifrost.context import DispatchContext
+from ratatoskr.affect.postgres import open_postgres_affect_store
 from ratatoskr.memory import open_memory_store
-from ratatoskr.postgres import Pool, open_postgres_affect_store, open_postgres_memory_store
+from ratatoskr.memory.postgres import open_postgres_memory_store
+from ratatoskr.postgres import Pool
 
 DIM = 6
 TENANTS = ["t1", "t2", "t3"]

@@ -18,13 +18,9 @@ import pytest
 
 from bifrost.context import DispatchContext
 from bifrost.errors import RevisionMismatch
-from ratatoskr.postgres import (
-    PoolOptions,
-    PostgresAffectStore,
-    PostgresMemoryStore,
-    open_postgres_affect_store,
-    open_postgres_memory_store,
-)
+from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
+from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from ratatoskr.postgres import PoolOptions
 
 WRITERS = 8
 ROUNDS = 4

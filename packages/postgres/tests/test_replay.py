@@ -12,12 +12,8 @@ import pytest
 
 from bifrost.auth.replay import ReplayCache
 from bifrost.auth.verifier import JwtVerifier
-from ratatoskr.postgres import (
-    Pool,
-    PoolOptions,
-    PostgresReplayCache,
-    open_postgres_memory_store,
-)
+from ratatoskr.memory.postgres import open_postgres_memory_store
+from ratatoskr.postgres import Pool, PoolOptions, PostgresReplayCache
 from ratatoskr.postgres.replay import PRUNE_BATCH
 
 NOW = 1_800_000_000.0

@@ -15,8 +15,10 @@ from psycopg import sql
 
 from bifrost.context import DispatchContext
 from bifrost.scope import matches_scope
-from ratatoskr.postgres import Pool, open_postgres_affect_store, open_postgres_memory_store
-from ratatoskr.postgres.memory_store import rerank_margin
+from ratatoskr.affect.postgres import open_postgres_affect_store
+from ratatoskr.memory.postgres import open_postgres_memory_store
+from ratatoskr.memory.postgres.store import rerank_margin
+from ratatoskr.postgres import Pool
 from ratatoskr.postgres.text import from_db, to_db
 
 CTX = DispatchContext(actor="a", plane="memory")

@@ -1,15 +1,14 @@
-"""The PostgreSQL machinery the ratatoskr planes share, and (for now) the PostgreSQL stores.
+"""The PostgreSQL machinery the ratatoskr planes share.
 
 psycopg 3 with a ``psycopg_pool`` connection pool; a schema per store, its
 migrations recorded in a version table and applied under an advisory lock; the
 fixed settings (``embedding_dim``) recorded in the schema; typed, content-free
 storage errors mapped from the driver's; the idempotency ledger; bifrost's
-replay cache shared by every provider process. ``memory_store`` and
-``affect_store`` implement bifrost's store protocols on top (they move beside
-the SQLite stores in a later refactor).
+replay cache shared by every provider process. The stores themselves live in
+their planes (``ratatoskr.memory.postgres``, ``ratatoskr.affect.postgres``), as
+the SQLite ones do: this package knows no plane.
 """
 
-from ratatoskr.postgres.affect_store import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.postgres.database import (
     Pool,
     PoolOptions,
@@ -29,7 +28,6 @@ from ratatoskr.postgres.errors import (
 )
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.ledger import LedgerEntry, PostgresLedger
-from ratatoskr.postgres.memory_store import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.postgres.migrations import MetaSetting, Migration, read_meta, schema_version
 from ratatoskr.postgres.replay import PostgresReplayCache
 
@@ -40,10 +38,8 @@ __all__ = [
     "Migration",
     "Pool",
     "PoolOptions",
-    "PostgresAffectStore",
     "PostgresDatabase",
     "PostgresLedger",
-    "PostgresMemoryStore",
     "PostgresReplayCache",
     "SchemaMismatch",
     "SchemaTooNew",
@@ -53,8 +49,6 @@ __all__ = [
     "StorageReadOnly",
     "StorageUnavailable",
     "open_pool",
-    "open_postgres_affect_store",
-    "open_postgres_memory_store",
     "read_meta",
     "schema_version",
     "translate_errors",

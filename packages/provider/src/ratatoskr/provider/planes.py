@@ -15,7 +15,9 @@ from typing import Any
 from bifrost.auth import InMemoryReplayCache, ReplayCache
 from ratatoskr import postgres as pg
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.postgres.migrations import recorded_planes
 from ratatoskr.postgres.replay import REPLAY_PLANE
 from ratatoskr.provider.settings import (
@@ -64,8 +66,8 @@ PG_SCHEMAS: dict[str, str] = {"memory": "ratatoskr_memory", "affect": "ratatoskr
 # processes x planes x max_size below the server's max_connections (100 by default).
 PG_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
 
-MemoryStore = RatatoskrMemoryStore | pg.PostgresMemoryStore
-AffectStore = RatatoskrAffectStore | pg.PostgresAffectStore
+MemoryStore = RatatoskrMemoryStore | PostgresMemoryStore
+AffectStore = RatatoskrAffectStore | PostgresAffectStore
 
 
 @dataclass
@@ -295,7 +297,7 @@ def _open_postgres(settings: Settings, plane: Plane, opened: OpenPlanes) -> None
     pool = pg.open_pool(settings.db_path(plane), PG_POOL)
     opened.pools.append(pool)
     if plane == "memory":
-        opened.memory = pg.open_postgres_memory_store(
+        opened.memory = open_postgres_memory_store(
             pool,
             embedding_dim=settings.memory_embedding_dim,
             schema=schema,
@@ -304,7 +306,7 @@ def _open_postgres(settings: Settings, plane: Plane, opened: OpenPlanes) -> None
             max_scope_any=settings.max_scope_any,
         )
     else:
-        opened.affect = pg.open_postgres_affect_store(
+        opened.affect = open_postgres_affect_store(
             pool,
             schema=schema,
             max_batch=settings.max_batch,

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bifrost.auth import ReplayCache
-from ratatoskr.postgres import PostgresAffectStore, PostgresMemoryStore
+from ratatoskr.affect.postgres import PostgresAffectStore
+from ratatoskr.memory.postgres import PostgresMemoryStore
 from ratatoskr.provider.planes import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache

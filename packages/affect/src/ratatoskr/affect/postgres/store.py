@@ -47,7 +47,7 @@ from bifrost.idempotency import (
 )
 from bifrost.memory.validation import validate_expected_revisions
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from ratatoskr.postgres import affect_schema
+from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
 from ratatoskr.postgres.scope import (
     AXIS_COLUMNS,

@@ -58,8 +58,8 @@ from bifrost.memory.validation import (
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from ratatoskr.memory.index import unit_float64
+from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.records import StoredChunk, exact_scores, stored_form
-from ratatoskr.postgres import memory_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.migrations import MetaSetting
