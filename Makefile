@@ -37,6 +37,12 @@ unit: bootstrap
 run: bootstrap
 	$(BIN)/ratatoskr serve --dev
 
+# `make run` with memory and affect on a throwaway local PostgreSQL + pgvector (data in
+# var/pgserver/); Ctrl-C stops both and deletes the server's data.
+.PHONY: run-postgres
+run-postgres: bootstrap
+	$(BIN)/python tools/run_postgres.py
+
 # The long reliability runs (tests/reliability, marker `soak`; `make test` skips them):
 # SIGKILL rounds, load, fuzzing. Figures go to var/reliability/ and docs/reliability.md.
 soak: bootstrap
