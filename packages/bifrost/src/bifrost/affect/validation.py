@@ -12,15 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from bifrost.errors import InvalidArguments
-from bifrost.idempotency import ttl_seconds, validate_idempotency_key
-from bifrost.memory.validation import (
+from bifrost.records import (
+    DEFAULT_MAX_BATCH,
+    claim_id,
     json_copy,
-    validate_expected_revisions,
+    record_label,
     validate_id,
     validate_ids,
     validate_records_common,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_record_scope, validate_scope
+from bifrost.writes import WriteRequest, build_write_request, validate_idempotency
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -37,7 +39,6 @@ __all__ = [
     "validate_put",
 ]
 
-DEFAULT_MAX_BATCH = 1000
 DEFAULT_MAX_PAGE = 500
 DEFAULT_PAGE_LIMIT = 50
 RESERVED_AFFECT_FIELDS = ("revision", "recorded_at")
@@ -84,33 +85,41 @@ def validate_put(
     idempotency_class: object,
     *,
     max_batch: int,
-) -> list[ValidatedAffect]:
+) -> WriteRequest[ValidatedAffect]:
     """Validate a whole ``put_many`` call: idempotency key/class; a list of ≤
     ``max_batch`` objects each with a valid ``key`` and ``scope`` (required,
     ``{}`` allowed) and none of the reserved ``revision`` / ``recorded_at``;
     no duplicate keys; ``expected_revisions`` null or keys of this batch → ints ≥ 0.
+    The result is the write's request (a sequence of the validated records, see
+    :class:`bifrost.writes.WriteRequest`). Raises InvalidArguments.
     """
-    validate_idempotency_key(idempotency_key)
-    ttl_seconds(idempotency_class)
+    idem_key, cls = validate_idempotency(idempotency_key, idempotency_class)
     recs = validate_records_common(records, max_batch=max_batch)
     out: list[ValidatedAffect] = []
     seen: dict[str, int] = {}
     for i, rec in enumerate(recs):
+        where = record_label(i)
         if "key" not in rec:
-            raise InvalidArguments(f"record {i}: missing key")
-        key = validate_key(rec["key"], f"record {i}: key")
-        if key in seen:
-            raise InvalidArguments(f"records {seen[key]} and {i} share a key")
-        seen[key] = i
+            raise InvalidArguments(f"{where}: missing key")
+        key = validate_key(rec["key"], f"{where}: key")
+        claim_id(seen, key, i, "a key")
         for name in RESERVED_AFFECT_FIELDS:
             if name in rec:
-                raise InvalidArguments(f"record {i}: '{name}' is reserved (store-owned)")
+                raise InvalidArguments(f"{where}: '{name}' is reserved (store-owned)")
         if "scope" not in rec:
-            raise InvalidArguments(f"record {i}: missing scope (use {{}} for unscoped)")
-        scope = validate_record_scope(rec["scope"], f"record {i}: scope")
+            raise InvalidArguments(f"{where}: missing scope (use {{}} for unscoped)")
+        scope = validate_record_scope(rec["scope"], f"{where}: scope")
         out.append(ValidatedAffect(key, scope, json_copy(rec, i)))
-    validate_expected_revisions(expected_revisions, set(seen))
-    return out
+    return build_write_request(
+        "put_many",
+        "written",
+        out,
+        list(seen),
+        records=records,
+        expected_revisions=expected_revisions,
+        idempotency_key=idem_key,
+        idempotency_class=cls,
+    )
 
 
 def _limit(limit: object, max_page: int) -> int:

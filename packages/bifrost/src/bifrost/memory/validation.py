@@ -12,13 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from bifrost.errors import InvalidArguments
-from bifrost.idempotency import (
-    canonical_json,
-    json_loads_exact,
-    ttl_seconds,
-    validate_idempotency_key,
+from bifrost.records import (
+    DEFAULT_MAX_BATCH,
+    MAX_ID_BYTES,
+    claim_id,
+    json_copy,
+    record_label,
+    validate_expected_revisions,
+    validate_id,
+    validate_ids,
+    validate_records_common,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_record_scope, validate_scope
+from bifrost.writes import WriteRequest, build_write_request, validate_idempotency
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -40,9 +46,7 @@ __all__ = [
     "validate_upsert",
 ]
 
-DEFAULT_MAX_BATCH = 1000
 DEFAULT_MAX_TOP_K = 1000
-MAX_ID_BYTES = 512
 _ID_FIELDS = ("id", "chunk_id", "memory_id")
 _INCLUDE_KEYS = frozenset({"embedding"})
 
@@ -67,30 +71,13 @@ class SearchQuery:
     include_embedding: bool
 
 
-def _where(index: int | None) -> str:
-    return "record" if index is None else f"record {index}"
-
-
-def validate_id(value: object, what: str = "id") -> str:
-    """A non-empty string of at most 512 bytes UTF-8 (lone surrogates refused)."""
-    if not isinstance(value, str) or not value:
-        raise InvalidArguments(f"{what} must be a non-empty string")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidArguments(f"{what} is not valid unicode") from None
-    if size > MAX_ID_BYTES:
-        raise InvalidArguments(f"{what} longer than {MAX_ID_BYTES} bytes UTF-8")
-    return value
-
-
 def record_id(record: dict[str, Any], index: int | None = None) -> str:
     """The record's id: ``id``, else ``chunk_id``, else ``memory_id`` (the first key
     present and not null). Missing or invalid → ``InvalidArguments``."""
     for name in _ID_FIELDS:
         if record.get(name) is not None:
-            return validate_id(record[name], f"{_where(index)}: {name}")
-    raise InvalidArguments(f"{_where(index)}: missing id (id, chunk_id or memory_id)")
+            return validate_id(record[name], f"{record_label(index)}: {name}")
+    raise InvalidArguments(f"{record_label(index)}: missing id (id, chunk_id or memory_id)")
 
 
 def embedding_field(record: dict[str, Any]) -> str:
@@ -135,45 +122,6 @@ def unit_vector(values: list[float]) -> list[float]:
     return [x / norm for x in values]
 
 
-def _validate_expected(expected: object, ids: set[str]) -> dict[str, int]:
-    if expected is None:
-        return {}
-    if not isinstance(expected, dict):
-        raise InvalidArguments("expected_revisions must be an object or null")
-    out: dict[str, int] = {}
-    for k, v in expected.items():
-        if not isinstance(k, str) or k not in ids:
-            raise InvalidArguments("expected_revisions names an id not in this batch")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise InvalidArguments("expected_revisions values must be integers >= 0")
-        out[k] = v
-    return out
-
-
-def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
-    """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
-    try:
-        data = canonical_json(record)
-    except (TypeError, ValueError):
-        raise InvalidArguments(f"{_where(index)}: not JSON-serialisable") from None
-    loaded: dict[str, Any] = json_loads_exact(data)
-    return loaded
-
-
-def validate_records_common(
-    records: object, *, max_batch: int, what: str = "records"
-) -> list[dict[str, Any]]:
-    """``records`` is a list of at most ``max_batch`` objects."""
-    if not isinstance(records, list):
-        raise InvalidArguments(f"{what} must be a list")
-    if len(records) > max_batch:
-        raise InvalidArguments(f"{what}: batch of {len(records)} exceeds max_batch {max_batch}")
-    for i, r in enumerate(records):
-        if not isinstance(r, dict):
-            raise InvalidArguments(f"{_where(i)}: must be an object")
-    return records
-
-
 def validate_upsert(
     records: object,
     expected_revisions: object,
@@ -182,8 +130,10 @@ def validate_upsert(
     *,
     embedding_dim: int,
     max_batch: int,
-) -> list[ValidatedChunk]:
-    """Validate a whole ``upsert_many`` call before anything is written.
+) -> WriteRequest[ValidatedChunk]:
+    """Validate a whole ``upsert_many`` call before anything is written; the result
+    is the write's request (a sequence of the validated chunks, see
+    :class:`bifrost.writes.WriteRequest`).
 
     Checks: the idempotency key (non-empty, ≤ 256 chars) and class; the batch
     (a list of ≤ ``max_batch`` objects); per record the id, the embedding
@@ -191,52 +141,42 @@ def validate_upsert(
     reserved ``revision`` key, INV-007 (``origin == "injected_context"``
     requires a non-null ``injection_source``; any other record must not carry a
     non-null one); duplicate ids; ``expected_revisions`` (null or an object of
-    ids of this batch → ints ≥ 0).
+    ids of this batch → ints ≥ 0). Raises InvalidArguments.
     """
-    validate_idempotency_key(idempotency_key)
-    ttl_seconds(idempotency_class)
+    key, cls = validate_idempotency(idempotency_key, idempotency_class)
     recs = validate_records_common(records, max_batch=max_batch)
     out: list[ValidatedChunk] = []
     seen: dict[str, int] = {}
     for i, rec in enumerate(recs):
+        where = record_label(i)
         cid = record_id(rec, i)
-        if cid in seen:
-            raise InvalidArguments(f"records {seen[cid]} and {i} share an id")
-        seen[cid] = i
+        claim_id(seen, cid, i)
         if "revision" in rec:
-            raise InvalidArguments(f"{_where(i)}: 'revision' is reserved (store-owned)")
+            raise InvalidArguments(f"{where}: 'revision' is reserved (store-owned)")
         field = embedding_field(rec)
         if field not in rec:
-            raise InvalidArguments(f"{_where(i)}: missing embedding")
-        emb = validate_embedding(rec[field], embedding_dim, f"{_where(i)}: {field}")
+            raise InvalidArguments(f"{where}: missing embedding")
+        emb = validate_embedding(rec[field], embedding_dim, f"{where}: {field}")
         if "scope" not in rec:
-            raise InvalidArguments(f"{_where(i)}: missing scope (use {{}} for unscoped)")
-        scope = validate_record_scope(rec["scope"], f"{_where(i)}: scope")
+            raise InvalidArguments(f"{where}: missing scope (use {{}} for unscoped)")
+        scope = validate_record_scope(rec["scope"], f"{where}: scope")
         injected = rec.get("origin") == "injected_context"
         has_source = rec.get("injection_source") is not None
         if injected and not has_source:
-            raise InvalidArguments(
-                f"{_where(i)}: origin injected_context requires injection_source"
-            )
+            raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
         if not injected and has_source:
-            raise InvalidArguments(f"{_where(i)}: injection_source only allowed when injected")
+            raise InvalidArguments(f"{where}: injection_source only allowed when injected")
         out.append(ValidatedChunk(cid, emb, scope, json_copy(rec, i)))
-    _validate_expected(expected_revisions, set(seen))
-    return out
-
-
-def validate_expected_revisions(expected: object, ids: set[str]) -> dict[str, int]:
-    """``expected_revisions`` after :func:`validate_upsert` (as a typed dict)."""
-    return _validate_expected(expected, ids)
-
-
-def validate_ids(ids: object, *, max_batch: int, what: str = "ids") -> list[str]:
-    """A list of at most ``max_batch`` ids (each a valid id). Order and duplicates kept."""
-    if not isinstance(ids, list):
-        raise InvalidArguments(f"{what} must be a list of strings")
-    if len(ids) > max_batch:
-        raise InvalidArguments(f"{what}: {len(ids)} exceeds max_batch {max_batch}")
-    return [validate_id(x, f"{what}[{i}]") for i, x in enumerate(ids)]
+    return build_write_request(
+        "upsert_many",
+        "upserted",
+        out,
+        list(seen),
+        records=records,
+        expected_revisions=expected_revisions,
+        idempotency_key=key,
+        idempotency_class=cls,
+    )
 
 
 def _validate_include(include: object) -> bool:

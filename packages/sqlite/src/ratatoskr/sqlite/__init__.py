@@ -46,7 +46,7 @@ from ratatoskr.sqlite.errors import (
     StorageUnavailable,
 )
 from ratatoskr.sqlite.inuse import DatabaseInUse, claim_databases, database_in_use
-from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry
+from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry, LedgerTransaction
 from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
 from ratatoskr.sqlite.replay import SqliteReplayCache, replay_path
 from ratatoskr.sqlite.stats import DatabaseStats, TableStats, database_stats
@@ -64,6 +64,7 @@ __all__ = [
     "IdempotencyLedger",
     "InvalidBackup",
     "LedgerEntry",
+    "LedgerTransaction",
     "MetaSetting",
     "Migration",
     "PlaneFile",

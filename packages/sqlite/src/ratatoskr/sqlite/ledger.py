@@ -10,6 +10,12 @@ that records an entry first drops at most :data:`PRUNE_PER_WRITE` expired ones
 write adds one entry and may remove 64, so the ledger never holds much more than
 the entries still inside their TTL, without a sweeper thread, and no write pays
 for a backlog at once.
+
+:meth:`IdempotencyLedger.within` joins the ledger to one write transaction: the
+result has the methods of bifrost's ``bifrost.writes.Ledger`` (``lookup``,
+``record``, ``prune`` without the connection), which the reference stores' dict
+ledger has too, so every store runs the same write path
+(``bifrost.writes.replay_write`` / ``record_write``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,30 @@ class LedgerEntry:
     expires_at: float
 
 
+class LedgerTransaction:
+    """:class:`IdempotencyLedger` inside the write transaction of ``conn``."""
+
+    __slots__ = ("conn", "ledger")
+
+    def __init__(self, ledger: IdempotencyLedger, conn: apsw.Connection) -> None:
+        self.ledger = ledger
+        self.conn = conn
+
+    def lookup(self, idempotency_id: str, *, now: float) -> LedgerEntry | None:
+        """:meth:`IdempotencyLedger.lookup` in this transaction."""
+        return self.ledger.lookup(self.conn, idempotency_id, now=now)
+
+    def record(self, idempotency_id: str, *, digest: str, result: Any, expires_at: float) -> None:
+        """:meth:`IdempotencyLedger.record` in this transaction."""
+        self.ledger.record(
+            self.conn, idempotency_id, digest=digest, result=result, expires_at=expires_at
+        )
+
+    def prune(self, *, now: float, limit: int = PRUNE_PER_WRITE) -> int:
+        """:meth:`IdempotencyLedger.prune` in this transaction."""
+        return self.ledger.prune(self.conn, now=now, limit=limit)
+
+
 class IdempotencyLedger:
     """Replay cache in table ``table`` of the plane's database."""
 
@@ -59,6 +89,10 @@ class IdempotencyLedger:
         """DDL of the ``expires_at`` index pruning reads (idempotent), for a migration
         that adds it to a ledger created without it."""
         return f"CREATE INDEX IF NOT EXISTS {self.table}_expiry ON {self.table}(expires_at);"
+
+    def within(self, conn: apsw.Connection) -> LedgerTransaction:
+        """This ledger inside the write transaction of ``conn`` (see the module docstring)."""
+        return LedgerTransaction(self, conn)
 
     def lookup(
         self, conn: apsw.Connection, idempotency_id: str, *, now: float

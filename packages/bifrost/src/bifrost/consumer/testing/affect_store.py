@@ -22,11 +22,10 @@ from bifrost.affect.validation import (
     validate_list,
     validate_put,
 )
-from bifrost.consumer.testing._ledger import IdempotencyLedger
+from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.context import DispatchContext
-from bifrost.errors import RevisionMismatch
-from bifrost.idempotency import request_digest
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
+from bifrost.writes import check_revisions, record_write, replay_write
 
 __all__ = ["InMemoryAffectStore", "rfc3339"]
 
@@ -69,7 +68,7 @@ class InMemoryAffectStore:
         self._clock = clock
         self._lock = threading.RLock()
         self._keys: dict[str, list[_Rev]] = {}  # oldest first
-        self._ledger = IdempotencyLedger()
+        self._ledger = DictLedger()
 
     def describe_store(self) -> dict[str, Any]:
         return copy.deepcopy(AFFECT_CAPABILITIES)
@@ -91,39 +90,25 @@ class InMemoryAffectStore:
         expected_revisions: dict[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> dict[str, Any]:
-        items = validate_put(
+        request = validate_put(
             records,
             expected_revisions,
             idempotency_key,
             idempotency_class,
             max_batch=self.max_batch,
         )
-        digest = request_digest(records, expected_revisions)
         with self._lock:
             now = self._clock()
-            replay = self._ledger.lookup("put_many", ctx.actor, idempotency_key, digest, now)
-            if replay is not None:
-                return replay
-            for key, expected in (expected_revisions or {}).items():
-                revs = self._keys.get(key)
-                actual = revs[-1].revision if revs else 0
-                if actual != expected:
-                    raise RevisionMismatch(key, expected, actual)
+            replayed = replay_write(self._ledger, request, ctx.actor, now)
+            if replayed is not None:
+                return replayed
+            current = {k: self._keys[k][-1].revision for k in request.ids if k in self._keys}
+            check_revisions(request.expected, current)
             stamp = rfc3339(now)
-            for it in items:
-                revs = self._keys.setdefault(it.key, [])
-                revs.append(_Rev(it.record, it.scope, revs[-1].revision + 1 if revs else 1, stamp))
-            result = {"written": len(items), "replayed": False}
-            self._ledger.record(
-                verb="put_many",
-                actor=ctx.actor,
-                key=idempotency_key,
-                digest=digest,
-                result=result,
-                idempotency_class=idempotency_class,
-                now=now,
-            )
-            return dict(result)
+            for it in request:
+                revision = current.get(it.key, 0) + 1
+                self._keys.setdefault(it.key, []).append(_Rev(it.record, it.scope, revision, stamp))
+            return record_write(self._ledger, request, ctx.actor, now)
 
     def get(self, key: str) -> dict[str, Any] | None:
         k = validate_key(key)

@@ -10,10 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bifrost.consumer.testing._ledger import IdempotencyLedger
+from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.context import DispatchContext
-from bifrost.errors import RevisionMismatch
-from bifrost.idempotency import request_digest
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
@@ -26,6 +24,7 @@ from bifrost.memory.validation import (
     validate_upsert,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
+from bifrost.writes import check_revisions, record_write, replay_write
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -64,7 +63,7 @@ class InMemoryMemoryStore:
         self._clock = clock
         self._lock = threading.RLock()
         self._chunks: dict[str, _Chunk] = {}
-        self._ledger = IdempotencyLedger()
+        self._ledger = DictLedger()
 
     def describe_store(self) -> dict[str, Any]:
         return StoreCapabilities().to_dict()
@@ -88,7 +87,7 @@ class InMemoryMemoryStore:
         expected_revisions: dict[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> dict[str, Any]:
-        chunks = validate_upsert(
+        request = validate_upsert(
             records,
             expected_revisions,
             idempotency_key,
@@ -96,33 +95,20 @@ class InMemoryMemoryStore:
             embedding_dim=self.embedding_dim,
             max_batch=self.max_batch,
         )
-        digest = request_digest(records, expected_revisions)
         with self._lock:
             now = self._clock()
-            replay = self._ledger.lookup("upsert_many", ctx.actor, idempotency_key, digest, now)
-            if replay is not None:
-                return replay
-            for cid, expected in (expected_revisions or {}).items():
-                current = self._chunks.get(cid)
-                actual = current.revision if current else 0
-                if actual != expected:
-                    raise RevisionMismatch(cid, expected, actual)
-            for c in chunks:
-                prev = self._chunks.get(c.id)
+            replayed = replay_write(self._ledger, request, ctx.actor, now)
+            if replayed is not None:
+                return replayed
+            current = {
+                cid: self._chunks[cid].revision for cid in request.ids if cid in self._chunks
+            }
+            check_revisions(request.expected, current)
+            for c in request:
                 self._chunks[c.id] = _Chunk(
-                    c.record, c.scope, unit_vector(c.embedding), prev.revision + 1 if prev else 1
+                    c.record, c.scope, unit_vector(c.embedding), current.get(c.id, 0) + 1
                 )
-            result = {"upserted": len(chunks), "replayed": False}
-            self._ledger.record(
-                verb="upsert_many",
-                actor=ctx.actor,
-                key=idempotency_key,
-                digest=digest,
-                result=result,
-                idempotency_class=idempotency_class,
-                now=now,
-            )
-            return dict(result)
+            return record_write(self._ledger, request, ctx.actor, now)
 
     def search(
         self,

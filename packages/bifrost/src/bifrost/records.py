@@ -1,0 +1,113 @@
+"""Validators every plane applies to the records and ids of a call.
+
+What is not a rule of one plane lives here: ids (a non-empty string of at most
+512 bytes UTF-8), lists of ids, a batch of record objects, the private copy a
+store keeps of a record, ``expected_revisions`` and the label that names a
+record in an error message. ``bifrost.memory.validation`` and
+``bifrost.affect.validation`` build on these (and re-export what their public
+surface had).
+
+Every function raises ``InvalidArguments`` with a message that names the failing
+record by its index in the batch (or the failing argument), never by its content
+or its scope values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from bifrost.errors import InvalidArguments
+from bifrost.jsoncodec import canonical_json, json_loads_exact
+
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "MAX_ID_BYTES",
+    "claim_id",
+    "json_copy",
+    "record_label",
+    "validate_expected_revisions",
+    "validate_id",
+    "validate_ids",
+    "validate_records_common",
+]
+
+DEFAULT_MAX_BATCH = 1000
+MAX_ID_BYTES = 512
+
+
+def record_label(index: int | None) -> str:
+    """How an error names a record: ``"record"`` alone, or ``"record 3"`` in a batch."""
+    return "record" if index is None else f"record {index}"
+
+
+def validate_id(value: object, what: str = "id") -> str:
+    """A non-empty string of at most 512 bytes UTF-8 (lone surrogates refused)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArguments(f"{what} must be a non-empty string")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArguments(f"{what} is not valid unicode") from None
+    if size > MAX_ID_BYTES:
+        raise InvalidArguments(f"{what} longer than {MAX_ID_BYTES} bytes UTF-8")
+    return value
+
+
+def validate_ids(ids: object, *, max_batch: int, what: str = "ids") -> list[str]:
+    """A list of at most ``max_batch`` ids (each a valid id). Order and duplicates kept."""
+    if not isinstance(ids, list):
+        raise InvalidArguments(f"{what} must be a list of strings")
+    if len(ids) > max_batch:
+        raise InvalidArguments(f"{what}: {len(ids)} exceeds max_batch {max_batch}")
+    return [validate_id(x, f"{what}[{i}]") for i, x in enumerate(ids)]
+
+
+def claim_id(seen: dict[str, int], rid: str, index: int, what: str = "an id") -> None:
+    """Note that record ``index`` of a batch has id ``rid`` in ``seen`` (id → first
+    index); ``InvalidArguments`` naming both records when an earlier one had it."""
+    first = seen.setdefault(rid, index)
+    if first != index:
+        raise InvalidArguments(f"records {first} and {index} share {what}")
+
+
+def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+    """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
+    try:
+        data = canonical_json(record)
+    except (TypeError, ValueError):
+        raise InvalidArguments(f"{record_label(index)}: not JSON-serialisable") from None
+    loaded: dict[str, Any] = json_loads_exact(data)
+    return loaded
+
+
+def validate_records_common(
+    records: object, *, max_batch: int, what: str = "records"
+) -> list[dict[str, Any]]:
+    """``records`` is a list of at most ``max_batch`` objects."""
+    if not isinstance(records, list):
+        raise InvalidArguments(f"{what} must be a list")
+    if len(records) > max_batch:
+        raise InvalidArguments(f"{what}: batch of {len(records)} exceeds max_batch {max_batch}")
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            raise InvalidArguments(f"{record_label(i)}: must be an object")
+    return records
+
+
+def validate_expected_revisions(expected: object, ids: Collection[str]) -> dict[str, int]:
+    """``expected_revisions``: null (no expectation) or an object whose keys are ids of
+    this batch and whose values are integers ≥ 0 (0: the id must not exist yet).
+    Returns a typed copy in the order given (the order revisions are checked in)."""
+    if expected is None:
+        return {}
+    if not isinstance(expected, dict):
+        raise InvalidArguments("expected_revisions must be an object or null")
+    out: dict[str, int] = {}
+    for k, v in expected.items():
+        if not isinstance(k, str) or k not in ids:
+            raise InvalidArguments("expected_revisions names an id not in this batch")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidArguments("expected_revisions values must be integers >= 0")
+        out[k] = v
+    return out

@@ -1,0 +1,248 @@
+"""The write path every store of every plane follows, once.
+
+How a backend uses it (``upsert_many`` / ``put_many``)::
+
+    request = validate_upsert(records, expected_revisions, key, cls, ...)  # or validate_put
+    with <the store's transaction, or its lock>:
+        now = clock()  # inside: a TTL runs from when the write happened
+        ledger = <the backend's ledger, joined to that transaction>
+        replayed = replay_write(ledger, request, ctx.actor, now)
+        if replayed is not None:
+            return replayed  # same actor, key and payload: the first call's result
+        check_revisions(request.expected, <current revision of each of request.ids>)
+        <the store's own SQL (or dicts) for the items of request>
+        return record_write(ledger, request, ctx.actor, now)
+
+- Validation (``bifrost.memory.validation.validate_upsert``,
+  ``bifrost.affect.validation.validate_put``) returns one :class:`WriteRequest`:
+  the validated items (it is a sequence of them), their ids, the typed
+  ``expected_revisions``, the digest, the idempotency class and TTL, the verb,
+  and the ledger id of an actor (:meth:`WriteRequest.ledger_id`). Nothing else
+  of the arguments needs to reach the store's transaction.
+- :func:`replay_or_conflict` is the one decision on an earlier entry (a replay,
+  or :class:`~bifrost.errors.IdempotencyConflict` with :data:`CONFLICT_MESSAGE`);
+  :func:`check_revisions` the one optimistic-locking check
+  (:class:`~bifrost.errors.RevisionMismatch` for the first failing id, in the
+  order ``expected_revisions`` gave them).
+- The backend package provides the ledger (a :class:`Ledger`: ``lookup``,
+  ``record``, ``prune``) inside the write's transaction — ``ratatoskr.sqlite``'s
+  ``IdempotencyLedger.within(conn)``, the reference stores' dict ledger under
+  their lock. :func:`replay_write` and :func:`record_write` drive it, so every
+  store prunes expired entries (bounded) in each write that records one. A
+  backend whose ledger works otherwise (PostgreSQL *claims* the id first) calls
+  :func:`replay_or_conflict`, :meth:`WriteRequest.ledger_id`,
+  :meth:`WriteRequest.expires_at` and :meth:`WriteRequest.result` itself.
+
+The clock is read inside the transaction (or lock), once: the ledger lookup,
+the expiry recorded, a store's own time stamps and pruning all see the same
+``now``, and a write that waited for the lock is not stamped with the time it
+began to wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, overload
+
+from bifrost.errors import IdempotencyConflict, RevisionMismatch
+from bifrost.idempotency import (
+    idempotency_id,
+    request_digest,
+    ttl_seconds,
+    validate_idempotency_key,
+)
+from bifrost.records import validate_expected_revisions
+
+__all__ = [
+    "CONFLICT_MESSAGE",
+    "Ledger",
+    "RecordedWrite",
+    "WriteRequest",
+    "build_write_request",
+    "check_revisions",
+    "record_write",
+    "replay_or_conflict",
+    "replay_write",
+    "validate_idempotency",
+]
+
+CONFLICT_MESSAGE = "idempotency_key was already used with a different request"
+
+ItemT = TypeVar("ItemT")
+
+
+@dataclass(frozen=True, eq=False)
+class WriteRequest(Sequence[ItemT], Generic[ItemT]):
+    """A validated write: everything a store needs, and a sequence of its items.
+
+    ``items`` are the validated records in batch order and ``ids`` their ids (a
+    chunk id, an affect key); ``expected`` is ``expected_revisions`` typed (ids of
+    this batch → revision ≥ 0, in the order given); ``digest`` is the request
+    digest of INV-002; ``result_field`` names the count in the result
+    (``upserted``, ``written``).
+    """
+
+    verb: str
+    items: tuple[ItemT, ...]
+    ids: tuple[str, ...]
+    expected: dict[str, int]
+    digest: str
+    idempotency_key: str
+    idempotency_class: str | None
+    result_field: str
+
+    @property
+    def ttl(self) -> int:
+        """Seconds a ledger entry of this write lives (from its idempotency class)."""
+        return ttl_seconds(self.idempotency_class)
+
+    def ledger_id(self, actor: str) -> str:
+        """The idempotency id of this write for ``actor`` (INV-002)."""
+        return idempotency_id(self.verb, actor, self.idempotency_key)
+
+    def expires_at(self, now: float) -> float:
+        """When a ledger entry recorded at ``now`` expires."""
+        return now + self.ttl
+
+    def result(self) -> dict[str, Any]:
+        """The result of performing this write: ``{result_field: N, "replayed": False}``."""
+        return {self.result_field: len(self.items), "replayed": False}
+
+    @overload
+    def __getitem__(self, index: int) -> ItemT: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ItemT]: ...
+
+    def __getitem__(self, index: int | slice) -> ItemT | Sequence[ItemT]:
+        return self.items[index]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[ItemT]:
+        return iter(self.items)
+
+
+def validate_idempotency(
+    idempotency_key: object, idempotency_class: object
+) -> tuple[str, str | None]:
+    """The idempotency key (a non-empty string of at most 256 characters) and class
+    (null, ``default``, ``ephemeral`` or ``durable``) of a write, typed: the first
+    check of every write. Raises InvalidArguments."""
+    key = validate_idempotency_key(idempotency_key)
+    ttl_seconds(idempotency_class)
+    return key, idempotency_class if isinstance(idempotency_class, str) else None
+
+
+def build_write_request(
+    verb: str,
+    result_field: str,
+    items: Sequence[ItemT],
+    ids: Sequence[str],
+    *,
+    records: object,
+    expected_revisions: object,
+    idempotency_key: str,
+    idempotency_class: str | None,
+) -> WriteRequest[ItemT]:
+    """The request of a batch whose items and ids are validated: checks
+    ``expected_revisions`` against ``ids`` and computes the digest over the
+    ``records`` and ``expected_revisions`` as they were sent.
+
+    Raises InvalidArguments (``expected_revisions`` not null or an object of ids of
+    this batch → integers ≥ 0).
+    """
+    expected = validate_expected_revisions(expected_revisions, set(ids))
+    return WriteRequest(
+        verb=verb,
+        items=tuple(items),
+        ids=tuple(ids),
+        expected=expected,
+        digest=request_digest(records, expected_revisions),
+        idempotency_key=idempotency_key,
+        idempotency_class=idempotency_class,
+        result_field=result_field,
+    )
+
+
+class RecordedWrite(Protocol):
+    """What a ledger keeps of a first call: its digest and its result."""
+
+    @property
+    def digest(self) -> str: ...
+
+    @property
+    def result(self) -> Any: ...
+
+
+class Ledger(Protocol):
+    """An idempotency ledger joined to one write's transaction (or the store's lock).
+
+    ``lookup`` gives the live entry of an id (an expired one counts as absent);
+    ``record`` stores a first call's outcome, replacing an expired entry of the
+    same id; ``prune`` drops a bounded number of expired entries and says how many.
+    """
+
+    def lookup(self, idempotency_id: str, *, now: float) -> RecordedWrite | None: ...
+
+    def record(
+        self, idempotency_id: str, *, digest: str, result: Any, expires_at: float
+    ) -> None: ...
+
+    def prune(self, *, now: float) -> int: ...
+
+
+def replay_or_conflict(
+    entry: RecordedWrite | None, request: WriteRequest[Any]
+) -> dict[str, Any] | None:
+    """None when there is no live entry (perform the write); the entry's result marked
+    ``replayed`` when its digest is the request's.
+
+    Raises IdempotencyConflict (:data:`CONFLICT_MESSAGE`) when the same actor used the
+    key for a different request.
+    """
+    if entry is None:
+        return None
+    if entry.digest != request.digest:
+        raise IdempotencyConflict(CONFLICT_MESSAGE)
+    return {**entry.result, "replayed": True}
+
+
+def check_revisions(expected: Mapping[str, int], current: Mapping[str, int]) -> None:
+    """Optimistic locking: every id of ``expected`` is at its expected revision in
+    ``current`` (an id absent from ``current`` is at revision 0).
+
+    Raises RevisionMismatch for the first id, in ``expected``'s order, that is not.
+    """
+    for rid, wanted in expected.items():
+        actual = current.get(rid, 0)
+        if actual != wanted:
+            raise RevisionMismatch(rid, wanted, actual)
+
+
+def replay_write(
+    ledger: Ledger, request: WriteRequest[Any], actor: str, now: float
+) -> dict[str, Any] | None:
+    """:func:`replay_or_conflict` on ``ledger``'s live entry for ``actor``'s request.
+
+    Raises IdempotencyConflict.
+    """
+    return replay_or_conflict(ledger.lookup(request.ledger_id(actor), now=now), request)
+
+
+def record_write(
+    ledger: Ledger, request: WriteRequest[Any], actor: str, now: float
+) -> dict[str, Any]:
+    """Prune expired entries (bounded), record the request's result for ``actor`` with
+    its expiry, and return the result (a fresh dict)."""
+    ledger.prune(now=now)
+    result = request.result()
+    ledger.record(
+        request.ledger_id(actor),
+        digest=request.digest,
+        result=result,
+        expires_at=request.expires_at(now),
+    )
+    return dict(result)

@@ -1,0 +1,240 @@
+"""The one write path: the request validation returns, the replay-or-conflict
+decision, the revision check, and the reference stores' dict ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bifrost.affect.validation import ValidatedAffect, validate_put
+from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
+from bifrost.consumer.testing._ledger import PRUNE_PER_WRITE, DictLedger, LedgerEntry
+from bifrost.context import DispatchContext
+from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
+from bifrost.idempotency import idempotency_id, request_digest
+from bifrost.memory.validation import ValidatedChunk, validate_upsert
+from bifrost.writes import (
+    CONFLICT_MESSAGE,
+    WriteRequest,
+    check_revisions,
+    record_write,
+    replay_or_conflict,
+    replay_write,
+    validate_idempotency,
+)
+
+CTX = DispatchContext(actor="agent-a")
+
+
+def chunk(cid: str, x: float = 1.0) -> dict[str, Any]:
+    return {"id": cid, "embedding": [x, 0.0], "scope": {"tenant": "t"}}
+
+
+def upsert(
+    records: list[dict[str, Any]], expected: object = None, cls: object = None
+) -> WriteRequest[ValidatedChunk]:
+    return validate_upsert(records, expected, "key-1", cls, embedding_dim=2, max_batch=10)
+
+
+def put(records: list[dict[str, Any]], expected: object = None) -> WriteRequest[ValidatedAffect]:
+    return validate_put(records, expected, "key-1", "durable", max_batch=10)
+
+
+# -- the request ----------------------------------------------------------------------
+
+
+def test_upsert_request_carries_everything_a_write_needs() -> None:
+    records = [chunk("a"), chunk("b", 2.0)]
+    request = upsert(records, {"b": 3, "a": 0}, "ephemeral")
+    assert request.verb == "upsert_many"
+    assert request.ids == ("a", "b")
+    assert [c.id for c in request] == ["a", "b"]  # a sequence of the validated chunks
+    assert len(request) == 2 and request[1].embedding == [2.0, 0.0]
+    assert list(request.expected.items()) == [("b", 3), ("a", 0)]  # the order given
+    assert request.digest == request_digest(records, {"b": 3, "a": 0})
+    assert (request.idempotency_key, request.idempotency_class, request.ttl) == (
+        "key-1",
+        "ephemeral",
+        15 * 60,
+    )
+    assert request.expires_at(100.0) == 100.0 + 15 * 60
+    assert request.result() == {"upserted": 2, "replayed": False}
+
+
+def test_put_request_carries_everything_a_write_needs() -> None:
+    records = [{"key": "k", "scope": {}, "v": 1}]
+    request = put(records, {"k": 0})
+    assert (request.verb, request.ids, request.expected) == ("put_many", ("k",), {"k": 0})
+    assert request.digest == request_digest(records, {"k": 0})
+    assert request.ttl == 7 * 24 * 3600
+    assert request.result() == {"written": 1, "replayed": False}
+    assert request[0].record == {"key": "k", "scope": {}, "v": 1}
+
+
+def test_ledger_id_is_per_actor_verb_and_key() -> None:
+    memory, affect = upsert([chunk("a")]), put([{"key": "a", "scope": {}}])
+    assert memory.ledger_id("agent-a") == idempotency_id("upsert_many", "agent-a", "key-1")
+    assert affect.ledger_id("agent-a") == idempotency_id("put_many", "agent-a", "key-1")
+    assert memory.ledger_id("agent-a") != memory.ledger_id("agent-b")
+    assert memory.ledger_id("agent-a") != affect.ledger_id("agent-a")
+
+
+def test_no_expected_revisions_is_an_empty_expectation() -> None:
+    assert upsert([chunk("a")]).expected == {}
+    assert upsert([chunk("a")], {}).digest == upsert([chunk("a")]).digest
+
+
+@pytest.mark.parametrize(
+    ("expected", "message"),
+    [
+        ([], "expected_revisions must be an object or null"),
+        ({"zz": 1}, "expected_revisions names an id not in this batch"),
+        ({"a": -1}, "expected_revisions values must be integers >= 0"),
+        ({"a": True}, "expected_revisions values must be integers >= 0"),
+    ],
+)
+def test_bad_expected_revisions_are_refused_by_both_planes(expected: object, message: str) -> None:
+    with pytest.raises(InvalidArguments, match=message):
+        upsert([chunk("a")], expected)
+    with pytest.raises(InvalidArguments, match=message):
+        put([{"key": "a", "scope": {}}], expected)
+
+
+@pytest.mark.parametrize(
+    ("key", "cls", "message"),
+    [
+        (None, None, "idempotency_key is required"),
+        ("", None, "idempotency_key must be a non-empty string"),
+        ("k" * 257, None, "longer than 256"),
+        ("k", "weekly", "idempotency_class must be one of"),
+        ("k", 3, "idempotency_class must be one of"),
+    ],
+)
+def test_validate_idempotency(key: object, cls: object, message: str) -> None:
+    with pytest.raises(InvalidArguments, match=message):
+        validate_idempotency(key, cls)
+
+
+def test_validate_idempotency_types_the_class() -> None:
+    assert validate_idempotency("k", None) == ("k", None)
+    assert validate_idempotency("k", "durable") == ("k", "durable")
+
+
+# -- replay or conflict, revisions ----------------------------------------------------
+
+
+def test_replay_or_conflict() -> None:
+    request = upsert([chunk("a")])
+    assert replay_or_conflict(None, request) is None
+    same = LedgerEntry(request.digest, {"upserted": 1, "replayed": False}, 10.0)
+    assert replay_or_conflict(same, request) == {"upserted": 1, "replayed": True}
+    other = LedgerEntry("0" * 64, {"upserted": 1, "replayed": False}, 10.0)
+    with pytest.raises(IdempotencyConflict) as caught:
+        replay_or_conflict(other, request)
+    assert caught.value.message == CONFLICT_MESSAGE
+
+
+def test_check_revisions_raises_for_the_first_failing_id_in_order() -> None:
+    check_revisions({}, {"a": 4})
+    check_revisions({"a": 4, "new": 0}, {"a": 4})
+    with pytest.raises(RevisionMismatch) as caught:
+        check_revisions({"a": 4, "b": 1, "c": 9}, {"a": 4, "b": 2, "c": 1})
+    assert caught.value.details == {"id": "b", "expected": 1, "actual": 2}
+    with pytest.raises(RevisionMismatch) as caught:
+        check_revisions({"gone": 3}, {})
+    assert caught.value.details == {"id": "gone", "expected": 3, "actual": 0}
+
+
+def test_the_conflict_message_is_the_same_in_both_reference_stores() -> None:
+    memory, affect = InMemoryMemoryStore(2), InMemoryAffectStore()
+    memory.upsert_many([chunk("a")], idempotency_key="k", ctx=CTX)
+    affect.put_many([{"key": "a", "scope": {}}], idempotency_key="k", ctx=CTX)
+    messages = []
+    with pytest.raises(IdempotencyConflict) as caught:
+        memory.upsert_many([chunk("b")], idempotency_key="k", ctx=CTX)
+    messages.append(caught.value.message)
+    with pytest.raises(IdempotencyConflict) as caught:
+        affect.put_many([{"key": "b", "scope": {}}], idempotency_key="k", ctx=CTX)
+    messages.append(caught.value.message)
+    assert messages == [CONFLICT_MESSAGE, CONFLICT_MESSAGE]
+
+
+# -- the dict ledger ------------------------------------------------------------------
+
+
+def test_dict_ledger_lookup_record_and_expiry() -> None:
+    ledger = DictLedger()
+    ledger.record("id", digest="d", result={"n": 1}, expires_at=100.0)
+    entry = ledger.lookup("id", now=50.0)
+    assert entry is not None and (entry.digest, entry.result) == ("d", {"n": 1})
+    assert ledger.lookup("id", now=100.0) is None  # expired at its expiry
+    assert ledger.lookup("other", now=0.0) is None
+    ledger.record("id", digest="d2", result={"n": 2}, expires_at=300.0)
+    entry = ledger.lookup("id", now=150.0)
+    assert entry is not None and entry.digest == "d2"
+
+
+def test_dict_ledger_prunes_expired_entries_oldest_first_and_bounded() -> None:
+    ledger = DictLedger()
+    for i in range(5):
+        ledger.record(f"old{i}", digest="d", result={}, expires_at=10.0 + i)
+    ledger.record("live", digest="d", result={}, expires_at=1000.0)
+    assert ledger.prune(now=20.0, limit=3) == 3
+    assert ledger.lookup("old3", now=0.0) is not None  # the two latest expiries remain
+    assert ledger.prune(now=20.0) == 2
+    assert ledger.prune(now=20.0) == 0
+    assert len(ledger) == 1 and ledger.lookup("live", now=20.0) is not None
+
+
+def test_dict_ledger_prune_skips_an_entry_replaced_since() -> None:
+    ledger = DictLedger()
+    ledger.record("id", digest="d1", result={}, expires_at=10.0)
+    ledger.record("id", digest="d2", result={}, expires_at=500.0)  # after it expired
+    assert ledger.prune(now=20.0) == 0
+    entry = ledger.lookup("id", now=20.0)
+    assert entry is not None and entry.digest == "d2"
+
+
+def test_dict_ledger_default_bound() -> None:
+    ledger = DictLedger()
+    for i in range(PRUNE_PER_WRITE + 6):
+        ledger.record(f"k{i}", digest="d", result={}, expires_at=1.0)
+    assert ledger.prune(now=2.0) == PRUNE_PER_WRITE
+    assert len(ledger) == 6
+
+
+def test_record_write_prunes_records_and_returns_a_fresh_result() -> None:
+    ledger = DictLedger()
+    ledger.record("stale", digest="d", result={}, expires_at=1.0)
+    request = upsert([chunk("a")], None, "ephemeral")
+    assert replay_write(ledger, request, "agent-a", 5.0) is None
+    result = record_write(ledger, request, "agent-a", 5.0)
+    assert result == {"upserted": 1, "replayed": False}
+    assert ledger.lookup("stale", now=0.0) is None  # pruned by the write
+    entry = ledger.lookup(request.ledger_id("agent-a"), now=5.0)
+    assert entry is not None and entry.digest == request.digest
+    result["upserted"] = 99  # the caller's copy, not the ledger's
+    assert replay_write(ledger, request, "agent-a", 6.0) == {"upserted": 1, "replayed": True}
+    assert replay_write(ledger, request, "agent-b", 6.0) is None  # another actor
+    assert replay_write(ledger, request, "agent-a", 5.0 + 15 * 60) is None  # expired
+
+
+def test_reference_stores_prune_their_ledgers() -> None:
+    now = [0.0]
+    memory = InMemoryMemoryStore(2, clock=lambda: now[0])
+    affect = InMemoryAffectStore(clock=lambda: now[0])
+    for i in range(10):
+        memory.upsert_many(
+            [chunk("a")], idempotency_key=f"k{i}", ctx=CTX, idempotency_class="ephemeral"
+        )
+        affect.put_many(
+            [{"key": "a", "scope": {}}],
+            idempotency_key=f"k{i}",
+            ctx=CTX,
+            idempotency_class="ephemeral",
+        )
+    now[0] = 3600.0
+    memory.upsert_many([chunk("a")], idempotency_key="later", ctx=CTX)
+    affect.put_many([{"key": "a", "scope": {}}], idempotency_key="later", ctx=CTX)
+    assert len(memory._ledger) == len(affect._ledger) == 1
