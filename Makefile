@@ -48,15 +48,19 @@ run-postgres: bootstrap
 soak: bootstrap
 	RELIABILITY_REPORT_DIR=$(CURDIR)/var/reliability $(BIN)/python -m pytest -m soak -q -rA -p no:cacheprovider tests/reliability
 
-# Benchmarks: their own dependency group (never installed by `run` or `test`), and
-# a second venv for the LangGraph contender under Debian's python3, which can load
-# SQLite extensions. Results go to benchmarks/results/<date>.md and PNGs beside it.
+# Benchmarks: a venv of their own (the locked workspace with the dev and bench groups),
+# so `make bench` never changes what `make test` or `make unit` see in .venv (the bench
+# group brings httpx2, which changes Starlette's TestClient); and a second venv for the
+# LangGraph contender under Debian's python3, which can load SQLite extensions.
+# Results go to benchmarks/results/<date>.md and PNGs beside it.
+BENCH_VENV := benchmarks/.venv-bench
+BENCH_BIN := $(BENCH_VENV)/bin
 PEER_PYTHON ?= /usr/bin/python3
 PEERS := benchmarks/.venv-peers
 
-# Synced on every run (a no-op when in place): `uv run` drops groups it was not asked for.
+# Synced on every run (a no-op when in place), exactly to the lock.
 bench-deps: $(BIN)/uv
-	$(BIN)/uv sync --frozen --inexact --all-packages --group dev --group bench
+	UV_PROJECT_ENVIRONMENT=$(CURDIR)/$(BENCH_VENV) $(BIN)/uv sync --frozen --all-packages --group dev --group bench
 
 $(PEERS)/.installed: benchmarks/requirements-peers.txt
 	$(PEER_PYTHON) -m venv $(PEERS)
@@ -64,10 +68,10 @@ $(PEERS)/.installed: benchmarks/requirements-peers.txt
 	touch $@
 
 bench: bench-deps $(PEERS)/.installed
-	$(BIN)/python benchmarks/compare.py --profile quick --peer-python $(PEERS)/bin/python --update-readme
+	$(BENCH_BIN)/python benchmarks/compare.py --profile quick --peer-python $(PEERS)/bin/python --update-readme
 
 bench-full: bench-deps $(PEERS)/.installed
-	$(BIN)/python benchmarks/compare.py --profile full --peer-python $(PEERS)/bin/python --update-readme
+	$(BENCH_BIN)/python benchmarks/compare.py --profile full --peer-python $(PEERS)/bin/python --update-readme
 
 clean:
-	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache $(PEERS)
+	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache $(BENCH_VENV) $(PEERS)
