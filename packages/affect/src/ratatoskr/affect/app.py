@@ -1,7 +1,9 @@
-"""The affect plane's HTTP app: this store behind bifrost's affect app.
+"""``build_affect_plane_app``: this store behind bifrost's affect app.
 
 The plane knows nothing of HTTP beyond this hand-over: bifrost owns the
-routes, token checks, envelope parsing, scope grants and error rendering.
+routes, token checks, envelope parsing, scope grants and error rendering. The
+builder has the signature every Bifrost plane's builder has (memory's
+``build_memory_plane_app``), so the provider builds each the same way.
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ from bifrost.consumer import (
     AppHooks,
     BodyBudget,
     ConsumerRegistration,
+    build_affect_app,
 )
-from bifrost.consumer import build_affect_app as _build_affect_app
 
 if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
     from starlette.applications import Starlette
 
-__all__ = ["build_affect_provider_app"]
+__all__ = ["build_affect_plane_app", "build_affect_provider_app"]
 
 
-def build_affect_provider_app(
+def build_affect_plane_app(
     store: AffectDataStore,
     heimdall_key: bytes,
     consumer_id: str = "ratatoskr",
@@ -39,23 +41,22 @@ def build_affect_provider_app(
     replay_cache_size: int = 100_000,
     replay_cache: ReplayCache | None = None,
     previous_keys: Sequence[bytes] = (),
+    clock: Callable[[], float] = time.time,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
-    clock: Callable[[], float] = time.time,
     hooks: AppHooks | None = None,
     body_budget: BodyBudget | None = None,
     heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
     """The standalone affect app (``POST /bifrost/handshake``, ``POST /bifrost/affect-call``).
 
-    Tokens are verified with ``heimdall_key`` (HS256) for audience ``consumer_id``;
-    the keyword arguments are the verifier's and the body limits; ``replay_cache``
-    is where accepted token ids are remembered (pass the one every process serving
-    this store's file shares; default: this process's memory only). The app does
-    not close ``store``: whoever opened it does. Raises ValueError for an empty
-    key or a bad limit, TypeError when ``heimdall_key`` is not bytes or ``store``
-    does not implement ``AffectDataStore``.
+    The arguments mean what they mean for ``build_memory_plane_app``. The app does
+    not close ``store``: whoever opened it does. Raises ValueError for an empty key
+    or a bad limit, TypeError when ``heimdall_key`` is not bytes or ``store`` does
+    not implement ``AffectDataStore``.
     """
+    if not heimdall_key:
+        raise ValueError("heimdall_key must be non-empty")
     verifier = JwtVerifier(
         heimdall_key,
         issuer=issuer,
@@ -73,7 +74,7 @@ def build_affect_provider_app(
         max_body_bytes=max_body_bytes,
         max_json_containers=max_json_containers,
     )
-    return _build_affect_app(
+    return build_affect_app(
         store,
         verifier,
         registration,
@@ -81,3 +82,7 @@ def build_affect_provider_app(
         body_budget=body_budget,
         heavy_calls=heavy_calls,
     )
+
+
+# The name this builder had before every plane's builder took one signature.
+build_affect_provider_app = build_affect_plane_app

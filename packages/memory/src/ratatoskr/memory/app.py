@@ -1,23 +1,36 @@
-"""``build_memory_provider_app``: the thin wiring of the seed's last FN block."""
+"""``build_memory_plane_app``: this store behind bifrost's memory app.
+
+The plane knows nothing of HTTP beyond this hand-over: bifrost owns the routes,
+token checks, envelope parsing, scope grants and error rendering. The builder
+has the signature every Bifrost plane's builder has (affect's
+``build_affect_plane_app``), so the provider builds each the same way.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from starlette.applications import Starlette
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from bifrost.auth import JwtVerifier, ReplayCache
 from bifrost.consumer import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_CONTAINERS,
+    AppHooks,
+    BodyBudget,
     ConsumerRegistration,
     build_memory_app,
 )
 from bifrost.memory.protocol import MemoryDataStore
 
+if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
+    from starlette.applications import Starlette
 
-def build_memory_provider_app(
+__all__ = ["build_memory_plane_app", "build_memory_provider_app"]
+
+
+def build_memory_plane_app(
     store: MemoryDataStore,
     heimdall_key: bytes,
     consumer_id: str = "ratatoskr",
@@ -25,37 +38,58 @@ def build_memory_provider_app(
     issuer: str = "heimdall",
     max_lifetime_s: float = 300,
     leeway_s: float = 30,
-    max_body_bytes: int | None = None,
-    max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
+    replay_cache_size: int = 100_000,
     replay_cache: ReplayCache | None = None,
     previous_keys: Sequence[bytes] = (),
-    **app_kwargs: Any,
+    clock: Callable[[], float] = time.time,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS,
+    hooks: AppHooks | None = None,
+    body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
-    """Wire a JwtVerifier and a registration, and hand ``store`` to bifrost's memory app.
+    """The standalone memory app (``POST /bifrost/handshake``, ``POST /bifrost/memory-call``).
 
-    ``replay_cache`` is where accepted token ids are remembered; pass the one every
+    Tokens are verified with ``heimdall_key`` (HS256) for audience ``consumer_id``;
+    the keyword arguments are the verifier's, the body limits and what the provider
+    shares across its planes (``hooks``, ``body_budget``, ``heavy_calls``).
+    ``replay_cache`` is where accepted token ids are remembered: pass the one every
     process serving this store's file shares (default: this process's memory only).
+    The app does not close ``store``: whoever opened it does.
 
-    Raises ValueError for an empty ``heimdall_key`` and TypeError for a missing store
-    or a store that does not advertise capabilities (INV-008).
+    Raises TypeError for a missing store or one that does not advertise capabilities
+    (INV-008), or a key that is not bytes; ValueError for an empty key or a bad limit.
     """
     if store is None or not isinstance(store.describe_store(), dict):
-        raise TypeError("build_memory_provider_app requires a store that advertises capabilities")
+        raise TypeError("build_memory_plane_app requires a store that advertises capabilities")
     if not heimdall_key:
         raise ValueError("heimdall_key must be non-empty")
     verifier = JwtVerifier(
-        bytes(heimdall_key),
+        heimdall_key,
         issuer=issuer,
         audience=consumer_id,
         max_lifetime_s=max_lifetime_s,
         leeway_s=leeway_s,
+        replay_cache_size=replay_cache_size,
         replay_cache=replay_cache,
         previous_keys=previous_keys,
+        clock=clock,
     )
     registration = ConsumerRegistration(
         consumer_id=consumer_id,
         planes=("memory",),
-        max_body_bytes=DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes,
+        max_body_bytes=max_body_bytes,
         max_json_containers=max_json_containers,
     )
-    return build_memory_app(store=store, verifier=verifier, registration=registration, **app_kwargs)
+    return build_memory_app(
+        store,
+        verifier,
+        registration,
+        hooks=hooks,
+        body_budget=body_budget,
+        heavy_calls=heavy_calls,
+    )
+
+
+# The name this builder had before every plane's builder took one signature.
+build_memory_provider_app = build_memory_plane_app
