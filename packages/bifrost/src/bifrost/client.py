@@ -12,66 +12,41 @@ own to make retries safe.
 A base URL the server has no Bifrost endpoint under (a combined server's root
 instead of ``…/memory``) raises :class:`WrongBaseURL`; arguments holding NaN
 or infinity raise ``InvalidArguments`` before anything is sent.
+
+Both clients are one verb surface (:class:`_Verbs`) over their own ``call``: each
+verb method shapes its arguments (the plane's argument names come from its
+:class:`~bifrost.planes.PlaneSpec`) and returns what ``call`` returns — the
+result for :class:`BifrostClient`, an awaitable of it for
+:class:`AsyncBifrostClient`. ``mint_token`` lives in :mod:`bifrost.auth` and is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Generic, TypeVar
 
 import httpx
-import jwt
 
+from bifrost.auth.tokens import mint_token
+from bifrost.context import DEFAULT_CONSUMER_ID
 from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
+from bifrost.planes import WIRE_PLANES, plane_spec
 
 __all__ = ["AsyncBifrostClient", "BifrostClient", "WrongBaseURL", "build_envelope", "mint_token"]
 
+_R = TypeVar("_R")
+_PLANE_PATHS = " or ".join(f"/{name}" for name in WIRE_PLANES)
 
-class WrongBaseURL(BifrostError):
+
+class WrongBaseURL(BifrostError, code="wrong_base_url", status=404, on_wire=False):
     """The server answered 404 without a wire error: no Bifrost endpoint at that path,
     so the base URL is wrong (it must end in ``/memory`` or ``/affect`` on a combined
     server, or be the root of a standalone plane)."""
-
-    code_suffix = "wrong_base_url"
-    http_status = 404
-
-
-def mint_token(
-    key: bytes,
-    *,
-    plane: str,
-    verb: str,
-    body: bytes,
-    actor: str,
-    scope: dict[str, str] | None = None,
-    issuer: str = "heimdall",
-    audience: str = "ratatoskr",
-    lifetime_s: float = 60,
-    now: float | None = None,
-    jti: str | None = None,
-) -> str:
-    """An HS256 per-dispatch token bound to ``body``, ``plane`` and ``verb``."""
-    iat = int(time.time() if now is None else now)
-    claims = {
-        "iss": issuer,
-        "aud": audience,
-        "sub": actor,
-        "iat": iat,
-        "exp": iat + int(lifetime_s),
-        "jti": jti or str(uuid.uuid4()),
-        "bifrost": {
-            "plane": plane,
-            "verb": verb,
-            "body_sha256": hashlib.sha256(body).hexdigest(),
-            "scope": dict(scope or {}),
-        },
-    }
-    return jwt.encode(claims, key, algorithm="HS256")
 
 
 def build_envelope(
@@ -139,7 +114,7 @@ def _result(response: httpx.Response) -> Any:
         path = response.request.url.path
         raise WrongBaseURL(
             f"no Bifrost endpoint at {path} (HTTP 404): the base URL is wrong - it must "
-            "end in /memory or /affect on a combined server (the root for a standalone plane)",
+            f"end in {_PLANE_PATHS} on a combined server (the root for a standalone plane)",
             {"path": path},
         )
     raise error_from_wire(
@@ -150,9 +125,12 @@ def _result(response: httpx.Response) -> Any:
     )
 
 
-class _Base:
+class _Verbs(Generic[_R]):
+    """One plane's verbs over :meth:`call`; ``_R`` is what ``call`` returns."""
+
     def __init__(
         self,
+        base_url: str,
         key: bytes,
         *,
         actor: str,
@@ -162,8 +140,7 @@ class _Base:
         audience: str,
         lifetime_s: float,
     ) -> None:
-        if plane not in ("memory", "affect"):
-            raise ValueError("plane must be memory or affect")
+        self._spec = plane_spec(plane)
         self._key = key
         self.actor = actor
         self.scope = dict(scope or {})
@@ -171,9 +148,22 @@ class _Base:
         self.issuer = issuer
         self.audience = audience
         self.lifetime_s = lifetime_s
+        self._base_url = base_url.rstrip("/")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(plane={self.plane!r}, actor=…)"
+
+    def call(
+        self,
+        verb: str,
+        args: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        idempotency_class: str | None = None,
+        call_id: str | None = None,
+    ) -> _R:
+        """Send one verb; return its result or raise the typed ``BifrostError``."""
+        raise NotImplementedError
 
     def _prepare(
         self,
@@ -183,6 +173,7 @@ class _Base:
         idempotency_class: str | None,
         call_id: str | None,
     ) -> tuple[str, bytes, dict[str, str]]:
+        """The URL, body and headers of one call (a fresh token bound to the body)."""
         body = build_envelope(
             verb,
             args,
@@ -201,28 +192,85 @@ class _Base:
             audience=self.audience,
             lifetime_s=self.lifetime_s,
         )
-        path = "/bifrost/handshake" if verb == "handshake" else f"/bifrost/{self.plane}-call"
+        path = "/bifrost/handshake" if verb == "handshake" else self._spec.route
+        url = self._base_url + path if self._base_url else path
         headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-        return path, body, headers
+        return url, body, headers
 
-    # Argument shaping shared by both clients (per-plane names).
-    def _id_arg(self) -> str:
-        return "chunk_id" if self.plane == "memory" else "key"
+    def handshake(self, client: dict[str, Any] | None = None) -> _R:
+        args: dict[str, Any] = {"plane": self.plane}
+        if client is not None:
+            args["client"] = client
+        return self.call("handshake", args)
 
-    def _ids_arg(self) -> str:
-        return "ids" if self.plane == "memory" else "keys"
+    def describe_store(self) -> _R:
+        return self.call("describe_store")
 
-    @staticmethod
-    def _write_args(
-        records: list[dict[str, Any]], expected_revisions: dict[str, int] | None
-    ) -> dict[str, Any]:
+    def health(self) -> _R:
+        return self.call("health")
+
+    def _write(
+        self,
+        verb: str,
+        records: list[dict[str, Any]],
+        idempotency_key: str | None,
+        expected_revisions: dict[str, int] | None,
+        idempotency_class: str | None,
+    ) -> _R:
         args: dict[str, Any] = {"records": records}
         if expected_revisions is not None:
             args["expected_revisions"] = expected_revisions
-        return args
+        return self.call(
+            verb,
+            args,
+            idempotency_key=idempotency_key or str(uuid.uuid4()),
+            idempotency_class=idempotency_class,
+        )
+
+    def upsert_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> _R:
+        return self._write(
+            "upsert_many", records, idempotency_key, expected_revisions, idempotency_class
+        )
+
+    def put_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> _R:
+        return self._write(
+            "put_many", records, idempotency_key, expected_revisions, idempotency_class
+        )
+
+    def search(self, vector: list[float], *, top_k: int, **kwargs: Any) -> _R:
+        return self.call("search", {"vector": vector, "top_k": top_k, **kwargs})
+
+    def get(self, id_or_key: str) -> _R:
+        return self.call("get", {self._spec.id_arg: id_or_key})
+
+    def get_many(self, ids: list[str]) -> _R:
+        return self.call("get_many", {self._spec.ids_arg: ids})
+
+    def delete_many(self, ids: list[str]) -> _R:
+        return self.call("delete_many", {self._spec.ids_arg: ids})
+
+    def history(self, key: str, **kwargs: Any) -> _R:
+        return self.call("history", {"key": key, **kwargs})
+
+    def list(self, **kwargs: Any) -> _R:
+        return self.call("list", dict(kwargs))
 
 
-class BifrostClient(_Base):
+class BifrostClient(_Verbs[Any]):
     """Synchronous client for one plane of one consumer."""
 
     def __init__(
@@ -236,11 +284,12 @@ class BifrostClient(_Base):
         transport: httpx.BaseTransport | None = None,
         http_client: httpx.Client | None = None,
         issuer: str = "heimdall",
-        audience: str = "ratatoskr",
+        audience: str = DEFAULT_CONSUMER_ID,
         lifetime_s: float = 60,
         timeout: float = 30.0,
     ) -> None:
         super().__init__(
+            base_url,
             key,
             actor=actor,
             scope=scope,
@@ -253,7 +302,6 @@ class BifrostClient(_Base):
         self._http = http_client or httpx.Client(
             base_url=base_url, transport=transport, timeout=timeout
         )
-        self._base_url = base_url.rstrip("/")
 
     def close(self) -> None:
         if self._owns:
@@ -275,74 +323,11 @@ class BifrostClient(_Base):
         call_id: str | None = None,
     ) -> Any:
         """Send one verb; return its result or raise the typed ``BifrostError``."""
-        path, body, headers = self._prepare(verb, args, idempotency_key, idempotency_class, call_id)
-        url = self._base_url + path if self._base_url else path
+        url, body, headers = self._prepare(verb, args, idempotency_key, idempotency_class, call_id)
         return _result(self._http.post(url, content=body, headers=headers))
 
-    def handshake(self, client: dict[str, Any] | None = None) -> Any:
-        args: dict[str, Any] = {"plane": self.plane}
-        if client is not None:
-            args["client"] = client
-        return self.call("handshake", args)
 
-    def describe_store(self) -> Any:
-        return self.call("describe_store")
-
-    def health(self) -> Any:
-        return self.call("health")
-
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> Any:
-        args = self._write_args(records, expected_revisions)
-        return self.call(
-            "upsert_many",
-            args,
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
-            idempotency_class=idempotency_class,
-        )
-
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> Any:
-        args = self._write_args(records, expected_revisions)
-        return self.call(
-            "put_many",
-            args,
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
-            idempotency_class=idempotency_class,
-        )
-
-    def search(self, vector: list[float], *, top_k: int, **kwargs: Any) -> Any:
-        return self.call("search", {"vector": vector, "top_k": top_k, **kwargs})
-
-    def get(self, id_or_key: str) -> Any:
-        return self.call("get", {self._id_arg(): id_or_key})
-
-    def get_many(self, ids: list[str]) -> Any:
-        return self.call("get_many", {self._ids_arg(): ids})
-
-    def delete_many(self, ids: list[str]) -> Any:
-        return self.call("delete_many", {self._ids_arg(): ids})
-
-    def history(self, key: str, **kwargs: Any) -> Any:
-        return self.call("history", {"key": key, **kwargs})
-
-    def list(self, **kwargs: Any) -> Any:
-        return self.call("list", dict(kwargs))
-
-
-class AsyncBifrostClient(_Base):
+class AsyncBifrostClient(_Verbs[Awaitable[Any]]):
     """Asynchronous client (``httpx.AsyncClient``); same methods, awaited."""
 
     def __init__(
@@ -356,11 +341,12 @@ class AsyncBifrostClient(_Base):
         transport: httpx.AsyncBaseTransport | None = None,
         http_client: httpx.AsyncClient | None = None,
         issuer: str = "heimdall",
-        audience: str = "ratatoskr",
+        audience: str = DEFAULT_CONSUMER_ID,
         lifetime_s: float = 60,
         timeout: float = 30.0,
     ) -> None:
         super().__init__(
+            base_url,
             key,
             actor=actor,
             scope=scope,
@@ -373,7 +359,6 @@ class AsyncBifrostClient(_Base):
         self._http = http_client or httpx.AsyncClient(
             base_url=base_url, transport=transport, timeout=timeout
         )
-        self._base_url = base_url.rstrip("/")
 
     async def aclose(self) -> None:
         if self._owns:
@@ -395,68 +380,5 @@ class AsyncBifrostClient(_Base):
         call_id: str | None = None,
     ) -> Any:
         """Send one verb; return its result or raise the typed ``BifrostError``."""
-        path, body, headers = self._prepare(verb, args, idempotency_key, idempotency_class, call_id)
-        url = self._base_url + path if self._base_url else path
+        url, body, headers = self._prepare(verb, args, idempotency_key, idempotency_class, call_id)
         return _result(await self._http.post(url, content=body, headers=headers))
-
-    async def handshake(self, client: dict[str, Any] | None = None) -> Any:
-        args: dict[str, Any] = {"plane": self.plane}
-        if client is not None:
-            args["client"] = client
-        return await self.call("handshake", args)
-
-    async def describe_store(self) -> Any:
-        return await self.call("describe_store")
-
-    async def health(self) -> Any:
-        return await self.call("health")
-
-    async def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> Any:
-        args = self._write_args(records, expected_revisions)
-        return await self.call(
-            "upsert_many",
-            args,
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
-            idempotency_class=idempotency_class,
-        )
-
-    async def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> Any:
-        args = self._write_args(records, expected_revisions)
-        return await self.call(
-            "put_many",
-            args,
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
-            idempotency_class=idempotency_class,
-        )
-
-    async def search(self, vector: list[float], *, top_k: int, **kwargs: Any) -> Any:
-        return await self.call("search", {"vector": vector, "top_k": top_k, **kwargs})
-
-    async def get(self, id_or_key: str) -> Any:
-        return await self.call("get", {self._id_arg(): id_or_key})
-
-    async def get_many(self, ids: list[str]) -> Any:
-        return await self.call("get_many", {self._ids_arg(): ids})
-
-    async def delete_many(self, ids: list[str]) -> Any:
-        return await self.call("delete_many", {self._ids_arg(): ids})
-
-    async def history(self, key: str, **kwargs: Any) -> Any:
-        return await self.call("history", {"key": key, **kwargs})
-
-    async def list(self, **kwargs: Any) -> Any:
-        return await self.call("list", dict(kwargs))

@@ -1,28 +1,45 @@
-"""Plane-independent pieces of dispatch: envelope coercion, argument-name checks,
-the grant helpers that wrap a store, and the handshake."""
+"""The dispatch skeleton every plane shares: a verb table (:class:`VerbSpec`: the
+argument names a verb takes and the function that runs it), :func:`dispatch_verb`
+that routes one envelope through such a table, the grant helpers that wrap a
+(grant-agnostic) store, the guarded batch write, and the handshake.
+
+A plane's own dispatch module holds only its verb table and the verbs whose grant
+rules are its own (memory's ``search``, affect's ``history``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION, Envelope
-from bifrost.errors import Forbidden, InvalidArguments, UnknownVerb
+from bifrost.errors import Forbidden, InvalidArguments, UnknownVerb, UnsupportedVerb
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, inside_grant, validate_record_scope
 
 __all__ = [
+    "Handler",
     "VerbSpec",
     "check_args",
     "check_record_scopes",
     "coerce_envelope",
+    "describe_store_verb",
+    "dispatch_verb",
+    "guarded_write",
     "handshake_result",
+    "health_verb",
     "max_scope_any",
+    "plane_handshake",
     "record_scope_of",
     "require_inside",
     "safe_name",
+    "visible",
+    "visible_items",
 ]
+
+Handler = Callable[[Any, Envelope, DispatchContext], Any]
+"""Runs one verb: ``(store, envelope, ctx) -> result`` (argument names already checked)."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -32,12 +49,28 @@ def safe_name(name: str) -> str:
     return repr(name) if _NAME.fullmatch(name) else "(unprintable)"
 
 
-class VerbSpec:
-    """Argument names a verb accepts and which of them are required."""
+def _unset(store: Any, env: Envelope, ctx: DispatchContext) -> Any:
+    raise UnknownVerb(f"unknown verb {safe_name(env.verb)}")
 
-    def __init__(self, allowed: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> None:
-        self.allowed = frozenset(allowed)
-        self.required = frozenset(required)
+
+@dataclass(frozen=True, init=False)
+class VerbSpec:
+    """One verb of a plane: the argument names it accepts, which of them are
+    required, and the :data:`Handler` that runs it."""
+
+    allowed: frozenset[str]
+    required: frozenset[str]
+    run: Handler
+
+    def __init__(
+        self,
+        allowed: tuple[str, ...] = (),
+        required: tuple[str, ...] = (),
+        run: Handler = _unset,
+    ) -> None:
+        object.__setattr__(self, "allowed", frozenset(allowed))
+        object.__setattr__(self, "required", frozenset(required))
+        object.__setattr__(self, "run", run)
 
 
 def coerce_envelope(envelope: Envelope | Mapping[str, Any]) -> Envelope:
@@ -59,6 +92,35 @@ def check_args(verb: str, args: dict[str, Any], specs: Mapping[str, VerbSpec]) -
     return args
 
 
+def dispatch_verb(
+    store: Any,
+    envelope: Envelope | Mapping[str, Any],
+    ctx: DispatchContext,
+    verbs: Mapping[str, VerbSpec],
+    *,
+    unsupported: Collection[str] = (),
+) -> Any:
+    """Route one envelope through a plane's verb table: a verb in ``unsupported`` →
+    ``UnsupportedVerb`` (whatever its arguments), then :func:`check_args`, then the
+    verb's handler. Raises what those and the handler raise."""
+    env = coerce_envelope(envelope)
+    verb = env.verb
+    if verb in unsupported:
+        raise UnsupportedVerb(f"{verb} is not supported by this consumer")
+    check_args(verb, env.args, verbs)
+    return verbs[verb].run(store, env, ctx)
+
+
+def describe_store_verb(store: Any, env: Envelope, ctx: DispatchContext) -> Any:
+    """``describe_store``: the store's capabilities, as it reports them."""
+    return store.describe_store()
+
+
+def health_verb(store: Any, env: Envelope, ctx: DispatchContext) -> Any:
+    """``health``: the store's health answer."""
+    return store.health()
+
+
 def record_scope_of(record: Mapping[str, Any]) -> Mapping[str, Any]:
     scope = record.get("scope")
     return scope if isinstance(scope, Mapping) else {}
@@ -78,6 +140,63 @@ def require_inside(
     for i, rec in enumerate(records):
         if not inside_grant(record_scope_of(rec), grant):
             raise Forbidden(f"{what} {i} lies outside the token's scope grant")
+
+
+def visible(record: Mapping[str, Any], grant: Mapping[str, str]) -> bool:
+    """Whether the grant may see ``record`` (its ``scope`` inside the grant)."""
+    return inside_grant(record_scope_of(record), grant)
+
+
+def visible_items(page: dict[str, Any], grant: Mapping[str, str]) -> dict[str, Any]:
+    """``page`` with the ``items`` the grant may not see dropped (unchanged without a grant)."""
+    if not grant:
+        return page
+    return {**page, "items": [r for r in page["items"] if visible(r, grant)]}
+
+
+def guarded_write(
+    store: Any,
+    env: Envelope,
+    ctx: DispatchContext,
+    *,
+    records_and_ids: Callable[[Any], tuple[list[dict[str, Any]], list[str]]],
+    write: str,
+) -> Any:
+    """A batch write under the token's grant: with a grant, every record's scope and
+    the scope of every record its id already names must lie inside it (else
+    ``Forbidden``, nothing written); then ``store.<write>`` does the write (and its
+    own full validation). ``records_and_ids`` reads the ``records`` argument into
+    its records and their ids (raising ``InvalidArguments`` where it cannot)."""
+    args = env.args
+    grant = ctx.scope
+    if grant:
+        records, ids = records_and_ids(args["records"])
+        check_record_scopes(records)
+        require_inside(records, grant, "record")
+        existing = store.get_many(ids) if ids else []
+        require_inside(existing, grant, "existing record")
+    return getattr(store, write)(
+        args["records"],
+        idempotency_key=env.idempotency_key,  # store validates
+        ctx=ctx,
+        expected_revisions=args.get("expected_revisions"),
+        idempotency_class=env.idempotency_class,
+    )
+
+
+def plane_handshake(
+    store: Any,
+    envelope: Envelope | Mapping[str, Any],
+    ctx: DispatchContext,
+    *,
+    plane: str,
+    verbs: Collection[str],
+) -> dict[str, Any]:
+    """The ``handshake`` verb of ``plane``: its verbs and the store's capabilities."""
+    env = coerce_envelope(envelope)
+    return handshake_result(
+        env.args, ctx, plane=plane, verbs=list(verbs), capabilities=store.describe_store()
+    )
 
 
 def handshake_result(

@@ -1,6 +1,7 @@
 """The typed error hierarchy of the Bifrost wire and its single rendering.
 
-Errors are data: each class carries a wire ``code_suffix`` and an HTTP status.
+Errors are data: each class declares its wire code suffix and HTTP status once,
+in its ``class`` line, and is registered for :func:`error_from_wire` there.
 Codes of plane-specific failures are prefixed with the plane of the dispatch
 (``memory.invalid_arguments``); the others with ``bifrost``. Messages and
 details never carry content, embeddings, scope values or token material: the
@@ -47,16 +48,42 @@ def loggable_id(value: str | None) -> str | None:
     return repr(value)
 
 
+_BY_SUFFIX: dict[str, type[BifrostError]] = {}
+"""The error class of each wire code suffix, filled as the classes are declared."""
+
+
 class BifrostError(Exception):
     """Base of every error the wire knows.
 
     ``code_suffix`` and ``http_status`` are class attributes; ``plane_prefixed``
-    says whether the wire code takes the dispatch's plane as prefix.
+    says whether the wire code takes the dispatch's plane as prefix. A subclass
+    declares them in its ``class`` line (``code=``, ``status=``, ``plane=``) and
+    is then the class :func:`error_from_wire` rebuilds for that code, unless it
+    says ``on_wire=False`` (an error only a client raises).
     """
 
     code_suffix: ClassVar[str] = "internal"
     http_status: ClassVar[int] = 500
     plane_prefixed: ClassVar[bool] = False
+
+    def __init_subclass__(
+        cls,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        plane: bool | None = None,
+        on_wire: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code_suffix = code
+        if status is not None:
+            cls.http_status = status
+        if plane is not None:
+            cls.plane_prefixed = plane
+        if code is not None and on_wire:
+            _BY_SUFFIX.setdefault(code, cls)
 
     def __init__(self, message: str = "", details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -85,66 +112,51 @@ class BifrostError(Exception):
         return self.message
 
 
-class MalformedEnvelope(BifrostError):
-    code_suffix = "malformed_envelope"
-    http_status = 400
+# The wire's errors, each declared once: code suffix, HTTP status, plane prefix.
+class MalformedEnvelope(BifrostError, code="malformed_envelope", status=400):
+    """The body is not a well-formed v0.6 envelope."""
 
 
-class UnsupportedWireVersion(BifrostError):
-    code_suffix = "unsupported_wire_version"
-    http_status = 400
+class UnsupportedWireVersion(BifrostError, code="unsupported_wire_version", status=400):
+    """The envelope names a wire version this library does not speak."""
 
 
-class UnknownVerb(BifrostError):
-    code_suffix = "unknown_verb"
-    http_status = 400
+class UnknownVerb(BifrostError, code="unknown_verb", status=400):
+    """No verb of that name on this plane (or route)."""
 
 
-class Unauthenticated(BifrostError):
-    code_suffix = "unauthenticated"
-    http_status = 401
+class Unauthenticated(BifrostError, code="unauthenticated", status=401):
+    """The token failed a check; the message names which, never the token."""
 
 
-class Forbidden(BifrostError):
-    code_suffix = "forbidden"
-    http_status = 403
+class Forbidden(BifrostError, code="forbidden", status=403):
+    """The call reaches outside the token's scope grant."""
 
 
-class PayloadTooLarge(BifrostError):
-    code_suffix = "payload_too_large"
-    http_status = 413
+class PayloadTooLarge(BifrostError, code="payload_too_large", status=413):
+    """The body is larger than the consumer accepts."""
 
 
-class UnsupportedVerb(BifrostError):
-    code_suffix = "unsupported_verb"
-    http_status = 501
-    plane_prefixed = True
+class UnsupportedVerb(BifrostError, code="unsupported_verb", status=501, plane=True):
+    """A verb the wire names that this consumer does not implement."""
 
 
-class InvalidArguments(BifrostError):
-    code_suffix = "invalid_arguments"
-    http_status = 400
-    plane_prefixed = True
+class InvalidArguments(BifrostError, code="invalid_arguments", status=400, plane=True):
+    """An argument or record the plane's validation refused (``<plane>.invalid_arguments``:
+    the wire code is plural, hence the name; VMP's ``InvalidArgument`` mirrors its own
+    ``INVALID_ARGUMENT``)."""
 
 
-class InvalidFilter(BifrostError):
-    code_suffix = "invalid_filter"
-    http_status = 400
-    plane_prefixed = True
+class InvalidFilter(BifrostError, code="invalid_filter", status=400, plane=True):
+    """A scope or metadata filter the plane cannot apply."""
 
 
-class IdempotencyConflict(BifrostError):
-    code_suffix = "idempotency_conflict"
-    http_status = 409
-    plane_prefixed = True
+class IdempotencyConflict(BifrostError, code="idempotency_conflict", status=409, plane=True):
+    """An idempotency key reused with a different request."""
 
 
-class RevisionMismatch(BifrostError):
+class RevisionMismatch(BifrostError, code="revision_mismatch", status=409, plane=True):
     """An expected revision did not hold; details name the id and both revisions."""
-
-    code_suffix = "revision_mismatch"
-    http_status = 409
-    plane_prefixed = True
 
     def __init__(self, id: str, expected: int, actual: int) -> None:
         super().__init__(
@@ -156,28 +168,8 @@ class RevisionMismatch(BifrostError):
         self.actual = actual
 
 
-class Internal(BifrostError):
-    code_suffix = "internal"
-    http_status = 500
-
-
-_BY_SUFFIX: dict[str, type[BifrostError]] = {
-    cls.code_suffix: cls
-    for cls in (
-        MalformedEnvelope,
-        UnsupportedWireVersion,
-        UnknownVerb,
-        Unauthenticated,
-        Forbidden,
-        PayloadTooLarge,
-        UnsupportedVerb,
-        InvalidArguments,
-        InvalidFilter,
-        IdempotencyConflict,
-        RevisionMismatch,
-        Internal,
-    )
-}
+class Internal(BifrostError, code="internal", status=500):
+    """Anything else; its message is generic."""
 
 
 def error_body(

@@ -23,123 +23,102 @@ from bifrost.affect.validation import validate_key
 from bifrost.context import DispatchContext
 from bifrost.dispatch import (
     VerbSpec,
-    check_args,
-    check_record_scopes,
-    coerce_envelope,
-    handshake_result,
+    describe_store_verb,
+    dispatch_verb,
+    guarded_write,
+    health_verb,
     max_scope_any,
-    record_scope_of,
-    require_inside,
+    plane_handshake,
+    visible,
+    visible_items,
 )
 from bifrost.envelope import Envelope
 from bifrost.errors import InvalidArguments
 from bifrost.memory.validation import validate_records_common
-from bifrost.scope import apply_grant, inside_grant, validate_scope
+from bifrost.scope import apply_grant, validate_scope
 
-__all__ = ["AFFECT_VERBS", "affect_handshake", "dispatch_affect_call"]
-
-_SPECS: dict[str, VerbSpec] = {
-    "describe_store": VerbSpec(),
-    "health": VerbSpec(),
-    "put_many": VerbSpec(("records", "expected_revisions"), ("records",)),
-    "get": VerbSpec(("key",), ("key",)),
-    "get_many": VerbSpec(("keys",), ("keys",)),
-    "history": VerbSpec(("key", "limit", "before_revision"), ("key",)),
-    "list": VerbSpec(("scope_all", "scope_any", "limit", "after_key"), ()),
-    "delete_many": VerbSpec(("keys",), ("keys",)),
-}
-AFFECT_VERBS: tuple[str, ...] = tuple(_SPECS)
+__all__ = ["AFFECT_VERBS", "AFFECT_VERB_SPECS", "affect_handshake", "dispatch_affect_call"]
 
 
-def _visible(record: Mapping[str, Any], grant: Mapping[str, str]) -> bool:
-    return inside_grant(record_scope_of(record), grant)
+def _records_and_keys(value: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    records = validate_records_common(value, max_batch=sys.maxsize)
+    keys = []
+    for i, rec in enumerate(records):
+        if "key" not in rec:
+            raise InvalidArguments(f"record {i}: missing key")
+        keys.append(validate_key(rec["key"], f"record {i}: key"))
+    return records, keys
 
 
 def _put(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
-    args = env.args
-    grant = ctx.scope
+    return guarded_write(store, env, ctx, records_and_ids=_records_and_keys, write="put_many")
+
+
+def _get(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    rec = store.get(env.args["key"])
+    return rec if rec is None or visible(rec, ctx.scope) else None
+
+
+def _get_many(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    return [r for r in store.get_many(env.args["keys"]) if visible(r, ctx.scope)]
+
+
+def _history(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    args, grant = env.args, ctx.scope
+    key, limit, before = args["key"], args.get("limit"), args.get("before_revision")
     if grant:
-        records = validate_records_common(args["records"], max_batch=sys.maxsize)
-        keys = []
-        for i, rec in enumerate(records):
-            if "key" not in rec:
-                raise InvalidArguments(f"record {i}: missing key")
-            keys.append(validate_key(rec["key"], f"record {i}: key"))
-        check_record_scopes(records)
-        require_inside(records, grant, "record")
-        existing = store.get_many(keys) if keys else []
-        require_inside(existing, grant, "existing record")
-    return store.put_many(
-        args["records"],
-        idempotency_key=env.idempotency_key,  # type: ignore[arg-type]  # store validates
-        ctx=ctx,
-        expected_revisions=args.get("expected_revisions"),
-        idempotency_class=env.idempotency_class,
+        current = store.get(key)
+        if current is None or not visible(current, grant):
+            # Validate the paging args anyway so errors do not depend on existence.
+            store.history(key, limit=limit, before_revision=before)
+            return {"items": [], "next_before_revision": None}
+    return visible_items(store.history(key, limit=limit, before_revision=before), grant)
+
+
+def _list(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    args = env.args
+    scope_all, scope_any = validate_scope(
+        args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
     )
+    page = store.list(
+        scope_all=apply_grant(scope_all, ctx.scope),
+        scope_any=scope_any,
+        limit=args.get("limit"),
+        after_key=args.get("after_key"),
+    )
+    return visible_items(page, ctx.scope)
+
+
+def _delete_many(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    keys, grant = env.args["keys"], ctx.scope
+    if grant:
+        keys = [r["key"] for r in store.get_many(keys) if visible(r, grant)]
+    return store.delete_many(keys)
+
+
+AFFECT_VERB_SPECS: dict[str, VerbSpec] = {
+    "describe_store": VerbSpec(run=describe_store_verb),
+    "health": VerbSpec(run=health_verb),
+    "put_many": VerbSpec(("records", "expected_revisions"), ("records",), _put),
+    "get": VerbSpec(("key",), ("key",), _get),
+    "get_many": VerbSpec(("keys",), ("keys",), _get_many),
+    "history": VerbSpec(("key", "limit", "before_revision"), ("key",), _history),
+    "list": VerbSpec(("scope_all", "scope_any", "limit", "after_key"), (), _list),
+    "delete_many": VerbSpec(("keys",), ("keys",), _delete_many),
+}
+"""The affect plane's verbs: their argument names and the function that runs each."""
+AFFECT_VERBS: tuple[str, ...] = tuple(AFFECT_VERB_SPECS)
 
 
 def dispatch_affect_call(
     store: AffectDataStore, envelope: Envelope | Mapping[str, Any], ctx: DispatchContext
 ) -> Any:
     """Dispatch one affect envelope; raises like :func:`dispatch_memory_call`."""
-    env = coerce_envelope(envelope)
-    verb = env.verb
-    args = check_args(verb, env.args, _SPECS)
-    grant = ctx.scope
-    if verb == "describe_store":
-        return store.describe_store()
-    if verb == "health":
-        return store.health()
-    if verb == "put_many":
-        return _put(store, env, ctx)
-    if verb == "get":
-        rec = store.get(args["key"])
-        return rec if rec is None or _visible(rec, grant) else None
-    if verb == "get_many":
-        return [r for r in store.get_many(args["keys"]) if _visible(r, grant)]
-    if verb == "history":
-        if grant:
-            current = store.get(args["key"])
-            if current is None or not _visible(current, grant):
-                # Validate the paging args anyway so errors do not depend on existence.
-                store.history(
-                    args["key"],
-                    limit=args.get("limit"),
-                    before_revision=args.get("before_revision"),
-                )
-                return {"items": [], "next_before_revision": None}
-        page: dict[str, Any] = store.history(
-            args["key"], limit=args.get("limit"), before_revision=args.get("before_revision")
-        )
-        if grant:
-            page = {**page, "items": [r for r in page["items"] if _visible(r, grant)]}
-        return page
-    if verb == "list":
-        scope_all, scope_any = validate_scope(
-            args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
-        )
-        merged = apply_grant(scope_all, grant)
-        result: dict[str, Any] = store.list(
-            scope_all=merged,
-            scope_any=scope_any,
-            limit=args.get("limit"),
-            after_key=args.get("after_key"),
-        )
-        if grant:
-            result = {**result, "items": [r for r in result["items"] if _visible(r, grant)]}
-        return result
-    # delete_many
-    keys = args["keys"]
-    if grant:
-        keys = [r["key"] for r in store.get_many(keys) if _visible(r, grant)]
-    return store.delete_many(keys)
+    return dispatch_verb(store, envelope, ctx, AFFECT_VERB_SPECS)
 
 
 def affect_handshake(
     store: AffectDataStore, envelope: Envelope | Mapping[str, Any], ctx: DispatchContext
 ) -> dict[str, Any]:
     """The ``handshake`` verb for the affect plane."""
-    env = coerce_envelope(envelope)
-    return handshake_result(
-        env.args, ctx, plane="affect", verbs=list(AFFECT_VERBS), capabilities=store.describe_store()
-    )
+    return plane_handshake(store, envelope, ctx, plane="affect", verbs=AFFECT_VERBS)

@@ -3,6 +3,14 @@ replay caches that keep a token single-use, and minting (for Heimdall stand-ins,
 tests and the CLI)."""
 
 from bifrost.auth.replay import InMemoryReplayCache, ReplayCache
-from bifrost.auth.verifier import PLANES, Claims, JwtVerifier, PendingToken
+from bifrost.auth.tokens import mint_token
+from bifrost.auth.verifier import Claims, JwtVerifier, PendingToken
 
-__all__ = ["PLANES", "Claims", "InMemoryReplayCache", "JwtVerifier", "PendingToken", "ReplayCache"]
+__all__ = [
+    "Claims",
+    "InMemoryReplayCache",
+    "JwtVerifier",
+    "PendingToken",
+    "ReplayCache",
+    "mint_token",
+]

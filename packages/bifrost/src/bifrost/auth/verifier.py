@@ -31,13 +31,12 @@ from typing import Any
 import jwt
 
 from bifrost.auth.replay import InMemoryReplayCache, ReplayCache
-from bifrost.context import DispatchContext
+from bifrost.context import DEFAULT_CONSUMER_ID, DispatchContext
 from bifrost.errors import InvalidArguments, Unauthenticated
 from bifrost.scope import validate_record_scope
 
-__all__ = ["PLANES", "Claims", "JwtVerifier", "PendingToken"]
+__all__ = ["Claims", "JwtVerifier", "PendingToken"]
 
-PLANES = ("memory", "affect")
 _REQUIRED = ["iss", "aud", "sub", "iat", "exp", "jti", "bifrost"]
 MAX_JTI_CHARS = 256
 
@@ -96,7 +95,7 @@ class JwtVerifier:
 
     ``key`` is the shared HS256 secret (non-empty bytes); ``previous_keys`` are
     keys still accepted while Heimdall moves to ``key`` (a rotation without
-    downtime: see the README's "Operating ratatoskr"); ``replay_cache`` is
+    downtime: see the provider's README); ``replay_cache`` is
     where accepted ``jti`` values are remembered (default: an
     :class:`InMemoryReplayCache` of ``replay_cache_size`` entries, one process
     only); ``clock`` returns seconds since the epoch (injectable for tests).
@@ -107,7 +106,7 @@ class JwtVerifier:
         key: bytes,
         *,
         issuer: str = "heimdall",
-        audience: str = "ratatoskr",
+        audience: str = DEFAULT_CONSUMER_ID,
         max_lifetime_s: float = 300,
         leeway_s: float = 30,
         replay_cache_size: int = 100_000,

@@ -1,4 +1,5 @@
-"""Consumer side of the wire: the per-plane Starlette apps and the registration."""
+"""Consumer side of the wire: the plane apps (one builder, :func:`build_plane_app`,
+for every plane of :mod:`bifrost.planes`) and the registration."""
 
 from bifrost.consumer.app import (
     AppHooks,
@@ -6,6 +7,7 @@ from bifrost.consumer.app import (
     TokenVerifier,
     build_affect_app,
     build_memory_app,
+    build_plane_app,
 )
 from bifrost.consumer.budget import DEFAULT_MAX_INFLIGHT_BODY_BYTES, BodyBudget
 from bifrost.consumer.registration import (
@@ -25,4 +27,5 @@ __all__ = [
     "TokenVerifier",
     "build_affect_app",
     "build_memory_app",
+    "build_plane_app",
 ]

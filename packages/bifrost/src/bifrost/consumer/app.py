@@ -16,6 +16,10 @@ envelope strictly (→ 400) → the token's verb must be the envelope's verb
 Logging: one line per call on ``bifrost.consumer`` with plane, verb, call_id,
 status, error code and duration — never bodies, tokens, content or scope values.
 
+One builder serves every plane: :func:`build_plane_app` takes the plane's
+:class:`~bifrost.planes.PlaneSpec`; ``build_memory_app`` / ``build_affect_app``
+are it with the spec filled in.
+
 Lifespans: pass ``lifespan=`` (an ASGI lifespan context factory) and/or
 ``hooks=AppHooks(on_startup=[…], on_shutdown=[…])``. Starlette does not run
 the lifespan of a mounted sub-app; a combined provider enters each plane app's
@@ -42,7 +46,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bifrost.affect.dispatch import affect_handshake, dispatch_affect_call
 from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth.verifier import Claims, PendingToken
 from bifrost.consumer.budget import BodyBudget
@@ -58,16 +61,22 @@ from bifrost.errors import (
     loggable_id,
     render_error,
 )
-from bifrost.idempotency import canonical_json
-from bifrost.memory.dispatch import dispatch_memory_call, memory_handshake
+from bifrost.jsoncodec import canonical_json
 from bifrost.memory.protocol import MemoryDataStore
+from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 
-__all__ = ["AppHooks", "CallRecord", "TokenVerifier", "build_affect_app", "build_memory_app"]
+__all__ = [
+    "AppHooks",
+    "CallRecord",
+    "TokenVerifier",
+    "build_affect_app",
+    "build_memory_app",
+    "build_plane_app",
+]
 
 _log = logging.getLogger("bifrost.consumer")
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
-_Dispatch = Callable[[Any, Envelope, DispatchContext], Any]
 _T = TypeVar("_T")
 
 
@@ -105,15 +114,17 @@ class AppHooks:
 
 @dataclass
 class _Plane:
-    name: str
+    spec: PlaneSpec
     store: Any
     verifier: TokenVerifier
     registration: ConsumerRegistration
-    dispatch: _Dispatch
-    handshake: _Dispatch
     hooks: AppHooks = field(default_factory=AppHooks)
     budget: BodyBudget | None = None
     heavy_calls: threading.Semaphore | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
 
 def _declared_size(request: Request, limit: int) -> int:
@@ -204,11 +215,11 @@ def _pipeline(
     if handshake:
         if env.verb != "handshake":
             raise UnknownVerb("the handshake route serves only the handshake verb")
-        result = plane.handshake(plane.store, env, ctx)
+        result = plane.spec.handshake(plane.store, env, ctx)
         return _render({"ok": True, "call_id": env.call_id, "result": result})
     gate = plane.heavy_calls if plane.heavy_calls is not None and _heavy(env, body) else None
     with gate if gate is not None else contextlib.nullcontext():
-        result = plane.dispatch(plane.store, env, ctx)
+        result = plane.spec.dispatch(plane.store, env, ctx)
         return _render({"ok": True, "call_id": env.call_id, "result": result})
 
 
@@ -334,22 +345,50 @@ def _lifespan(hooks: AppHooks, inner: Lifespan | None) -> Lifespan:
     return lifespan
 
 
-def _build(plane: _Plane, lifespan: Lifespan | None, maintenance_store: Any) -> Starlette:
-    if plane.name not in plane.registration.planes:
-        raise ValueError(f"registration does not declare the {plane.name} plane")
-    if not all(callable(getattr(plane.verifier, m, None)) for m in ("check_headers", "admit")):
+def build_plane_app(
+    spec: PlaneSpec,
+    store: Any,
+    verifier: TokenVerifier,
+    registration: ConsumerRegistration,
+    maintenance_store: Any = None,
+    hooks: AppHooks | None = None,
+    *,
+    lifespan: Lifespan | None = None,
+    body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
+) -> Starlette:
+    """The app of the plane ``spec`` describes, serving ``store``.
+
+    ``store`` is required (INV-008): ``None`` or an object lacking the methods of
+    ``spec.protocol`` → ``TypeError``; a registration that does not declare the
+    plane → ``ValueError``; a verifier without ``check_headers``/``admit`` →
+    ``TypeError``. ``maintenance_store`` is kept on ``app.state`` only: no
+    maintenance verb is served by this version (they answer
+    ``<plane>.unsupported_verb``). ``body_budget`` bounds the body bytes in flight
+    (share one across the apps of a process; None: no bound beyond
+    ``registration.max_body_bytes`` per call); ``heavy_calls`` is the semaphore
+    heavy calls (large bodies, ``top_k``/``limit`` or id lists of 100 and more)
+    take turns through, shared likewise."""
+    if store is None:
+        raise TypeError(f"build_{spec.name}_app requires a store (INV-008)")
+    if not isinstance(store, spec.protocol):
+        raise TypeError(f"store does not implement {spec.protocol.__name__}")
+    if spec.name not in registration.planes:
+        raise ValueError(f"registration does not declare the {spec.name} plane")
+    if not all(callable(getattr(verifier, m, None)) for m in ("check_headers", "admit")):
         raise TypeError("verifier must have check_headers() and admit() (e.g. JwtVerifier)")
+    plane = _Plane(
+        spec, store, verifier, registration, hooks or AppHooks(), body_budget, heavy_calls
+    )
     app = Starlette(
         routes=[
             Route("/bifrost/handshake", _endpoint(plane, handshake=True), methods=["POST"]),
-            Route(
-                f"/bifrost/{plane.name}-call", _endpoint(plane, handshake=False), methods=["POST"]
-            ),
+            Route(spec.route, _endpoint(plane, handshake=False), methods=["POST"]),
         ],
         lifespan=_lifespan(plane.hooks, lifespan),
     )
-    app.state.bifrost_plane = plane.name
-    app.state.bifrost_store = plane.store
+    app.state.bifrost_plane = spec.name
+    app.state.bifrost_store = store
     app.state.bifrost_maintenance_store = maintenance_store
     return app
 
@@ -365,32 +404,17 @@ def build_memory_app(
     body_budget: BodyBudget | None = None,
     heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
-    """The memory plane app. ``store`` is required (INV-008): ``None`` or an
-    object lacking the ``MemoryDataStore`` methods → ``TypeError``.
-    ``maintenance_store`` is kept on ``app.state`` only: no maintenance verb is
-    served by this version (they answer ``memory.unsupported_verb``).
-    ``body_budget`` bounds the body bytes in flight (share one across the apps of a
-    process; None: no bound beyond ``registration.max_body_bytes`` per call);
-    ``heavy_calls`` is the semaphore heavy calls (large bodies, ``top_k``/``limit``
-    or id lists of 100 and more) take turns through, shared likewise."""
-    if store is None:
-        raise TypeError("build_memory_app requires a store (INV-008)")
-    if not isinstance(store, MemoryDataStore):
-        raise TypeError("store does not implement MemoryDataStore")
-    return _build(
-        _Plane(
-            "memory",
-            store,
-            verifier,
-            registration,
-            dispatch_memory_call,
-            memory_handshake,
-            hooks or AppHooks(),
-            body_budget,
-            heavy_calls,
-        ),
-        lifespan,
+    """The memory plane app: :func:`build_plane_app` for :data:`~bifrost.planes.MEMORY_PLANE`."""
+    return build_plane_app(
+        MEMORY_PLANE,
+        store,
+        verifier,
+        registration,
         maintenance_store,
+        hooks,
+        lifespan=lifespan,
+        body_budget=body_budget,
+        heavy_calls=heavy_calls,
     )
 
 
@@ -405,23 +429,15 @@ def build_affect_app(
     body_budget: BodyBudget | None = None,
     heavy_calls: threading.Semaphore | None = None,
 ) -> Starlette:
-    """The affect plane app; same contract as :func:`build_memory_app`."""
-    if store is None:
-        raise TypeError("build_affect_app requires a store")
-    if not isinstance(store, AffectDataStore):
-        raise TypeError("store does not implement AffectDataStore")
-    return _build(
-        _Plane(
-            "affect",
-            store,
-            verifier,
-            registration,
-            dispatch_affect_call,
-            affect_handshake,
-            hooks or AppHooks(),
-            body_budget,
-            heavy_calls,
-        ),
-        lifespan,
+    """The affect plane app: :func:`build_plane_app` for :data:`~bifrost.planes.AFFECT_PLANE`."""
+    return build_plane_app(
+        AFFECT_PLANE,
+        store,
+        verifier,
+        registration,
         maintenance_store,
+        hooks,
+        lifespan=lifespan,
+        body_budget=body_budget,
+        heavy_calls=heavy_calls,
     )

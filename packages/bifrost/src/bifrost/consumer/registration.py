@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bifrost.context import DEFAULT_CONSUMER_ID
 from bifrost.envelope import DEFAULT_MAX_JSON_CONTAINERS
+from bifrost.planes import WIRE_PLANES
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_JSON_CONTAINERS", "ConsumerRegistration"]
 
@@ -18,8 +20,8 @@ class ConsumerRegistration:
     body limit (larger → 413); ``max_json_containers`` the most JSON objects and
     arrays one body may hold (more → 400 before it is parsed)."""
 
-    consumer_id: str = "ratatoskr"
-    planes: tuple[str, ...] = ("memory", "affect")
+    consumer_id: str = DEFAULT_CONSUMER_ID
+    planes: tuple[str, ...] = WIRE_PLANES
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS
 
@@ -28,6 +30,5 @@ class ConsumerRegistration:
             raise ValueError("consumer_id must be non-empty")
         if self.max_body_bytes < 1 or self.max_json_containers < 1:
             raise ValueError("max_body_bytes and max_json_containers must be positive")
-        unknown = set(self.planes) - {"memory", "affect"}
-        if unknown:
-            raise ValueError("planes must be drawn from memory, affect")
+        if not set(self.planes) <= set(WIRE_PLANES):
+            raise ValueError(f"planes must be drawn from {', '.join(WIRE_PLANES)}")

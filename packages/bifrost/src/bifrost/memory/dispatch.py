@@ -26,48 +26,21 @@ from typing import Any
 from bifrost.context import DispatchContext
 from bifrost.dispatch import (
     VerbSpec,
-    check_args,
-    check_record_scopes,
-    coerce_envelope,
-    handshake_result,
+    describe_store_verb,
+    dispatch_verb,
+    guarded_write,
+    health_verb,
     max_scope_any,
-    record_scope_of,
-    require_inside,
+    plane_handshake,
+    visible,
 )
 from bifrost.envelope import Envelope
-from bifrost.errors import UnsupportedVerb
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
 from bifrost.memory.protocol import MemoryDataStore, ScopeLookup
 from bifrost.memory.validation import record_id, validate_id, validate_records_common
 from bifrost.scope import apply_grant, inside_grant, validate_scope
 
-__all__ = ["MEMORY_VERBS", "dispatch_memory_call", "memory_handshake"]
-
-_SPECS: dict[str, VerbSpec] = {
-    "describe_store": VerbSpec(),
-    "health": VerbSpec(),
-    "upsert_many": VerbSpec(("records", "expected_revisions"), ("records",)),
-    "search": VerbSpec(
-        (
-            "vector",
-            "top_k",
-            "scope_all",
-            "scope_any",
-            "metadata_filter",
-            "include",
-            "fidelity_target",
-        ),
-        ("vector", "top_k"),
-    ),
-    "get": VerbSpec(("chunk_id",), ("chunk_id",)),
-    "get_many": VerbSpec(("ids",), ("ids",)),
-    "delete_many": VerbSpec(("ids",), ("ids",)),
-}
-MEMORY_VERBS: tuple[str, ...] = tuple(_SPECS)
-
-
-def _visible(record: Mapping[str, Any], grant: Mapping[str, str]) -> bool:
-    return inside_grant(record_scope_of(record), grant)
+__all__ = ["MEMORY_VERBS", "MEMORY_VERB_SPECS", "dispatch_memory_call", "memory_handshake"]
 
 
 def _visible_ids(store: MemoryDataStore, ids: list[str], grant: Mapping[str, str]) -> list[str]:
@@ -80,26 +53,17 @@ def _visible_ids(store: MemoryDataStore, ids: list[str], grant: Mapping[str, str
     return [i for i in ids if i in scopes and inside_grant(scopes[i], grant)]
 
 
+def _chunks_and_ids(value: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    records = validate_records_common(value, max_batch=sys.maxsize)
+    return records, [record_id(rec, i) for i, rec in enumerate(records)]
+
+
 def _upsert(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    return guarded_write(store, env, ctx, records_and_ids=_chunks_and_ids, write="upsert_many")
+
+
+def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     args = env.args
-    grant = ctx.scope
-    if grant:
-        records = validate_records_common(args["records"], max_batch=sys.maxsize)
-        ids = [record_id(rec, i) for i, rec in enumerate(records)]
-        check_record_scopes(records)
-        require_inside(records, grant, "record")
-        existing = store.get_many(ids) if ids else []
-        require_inside(existing, grant, "existing record")
-    return store.upsert_many(
-        args["records"],
-        idempotency_key=env.idempotency_key,  # type: ignore[arg-type]  # store validates
-        ctx=ctx,
-        expected_revisions=args.get("expected_revisions"),
-        idempotency_class=env.idempotency_class,
-    )
-
-
-def _search(store: MemoryDataStore, args: dict[str, Any], ctx: DispatchContext) -> Any:
     scope_all, scope_any = validate_scope(
         args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
     )
@@ -114,8 +78,59 @@ def _search(store: MemoryDataStore, args: dict[str, Any], ctx: DispatchContext) 
         fidelity_target=args.get("fidelity_target"),
     )
     if ctx.scope:
-        rows = [r for r in rows if _visible(r.get("chunk") or {}, ctx.scope)]
+        rows = [r for r in rows if visible(r.get("chunk") or {}, ctx.scope)]
     return rows
+
+
+def _get(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    chunk_id, grant = env.args["chunk_id"], ctx.scope
+    if grant and isinstance(store, ScopeLookup):
+        validate_id(chunk_id, "chunk_id")  # the store's own message for a bad id
+        if not _visible_ids(store, [chunk_id], grant):
+            return None
+    rec = store.get(chunk_id)
+    return rec if rec is None or visible(rec, grant) else None
+
+
+def _get_many(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    grant = ctx.scope
+    ids = _visible_ids(store, env.args["ids"], grant)
+    return [r for r in store.get_many(ids) if visible(r, grant)] if ids else []
+
+
+def _delete_many(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    ids, grant = env.args["ids"], ctx.scope
+    if grant:
+        if isinstance(store, ScopeLookup):
+            ids = _visible_ids(store, ids, grant)
+        else:
+            ids = [record_id(r) for r in store.get_many(ids) if visible(r, grant)]
+    return store.delete_many(ids)
+
+
+MEMORY_VERB_SPECS: dict[str, VerbSpec] = {
+    "describe_store": VerbSpec(run=describe_store_verb),
+    "health": VerbSpec(run=health_verb),
+    "upsert_many": VerbSpec(("records", "expected_revisions"), ("records",), _upsert),
+    "search": VerbSpec(
+        (
+            "vector",
+            "top_k",
+            "scope_all",
+            "scope_any",
+            "metadata_filter",
+            "include",
+            "fidelity_target",
+        ),
+        ("vector", "top_k"),
+        _search,
+    ),
+    "get": VerbSpec(("chunk_id",), ("chunk_id",), _get),
+    "get_many": VerbSpec(("ids",), ("ids",), _get_many),
+    "delete_many": VerbSpec(("ids",), ("ids",), _delete_many),
+}
+"""The memory plane's verbs: their argument names and the function that runs each."""
+MEMORY_VERBS: tuple[str, ...] = tuple(MEMORY_VERB_SPECS)
 
 
 def dispatch_memory_call(
@@ -124,55 +139,16 @@ def dispatch_memory_call(
     """Dispatch one memory envelope (an :class:`Envelope` or its dict form).
 
     Raises ``MalformedEnvelope`` / ``UnsupportedWireVersion`` (dict envelopes),
-    ``UnknownVerb``, ``UnsupportedVerb`` (gated verbs), ``InvalidArguments``,
-    ``InvalidFilter``, ``Forbidden`` and whatever typed error the store raises.
+    ``UnknownVerb``, ``UnsupportedVerb`` (gated verbs: none is implemented by this
+    library version, and answering unsupported keeps advertise-implies-implement
+    honest, see README), ``InvalidArguments``, ``InvalidFilter``, ``Forbidden`` and
+    whatever typed error the store raises.
     """
-    env = coerce_envelope(envelope)
-    verb = env.verb
-    if verb in GATED_VERB_CAPABILITY:
-        # No gated verb is implemented by this library version: answering
-        # unsupported keeps advertise-implies-implement honest (see README).
-        raise UnsupportedVerb(f"{verb} is not supported by this consumer")
-    args = check_args(verb, env.args, _SPECS)
-    grant = ctx.scope
-    if verb == "describe_store":
-        return store.describe_store()
-    if verb == "health":
-        return store.health()
-    if verb == "upsert_many":
-        return _upsert(store, env, ctx)
-    if verb == "search":
-        return _search(store, args, ctx)
-    if verb == "get":
-        chunk_id = args["chunk_id"]
-        if grant and isinstance(store, ScopeLookup):
-            validate_id(chunk_id, "chunk_id")  # the store's own message for a bad id
-            if not _visible_ids(store, [chunk_id], grant):
-                return None
-        rec = store.get(chunk_id)
-        return rec if rec is None or _visible(rec, grant) else None
-    if verb == "get_many":
-        ids = _visible_ids(store, args["ids"], grant)
-        return [r for r in store.get_many(ids) if _visible(r, grant)] if ids else []
-    # delete_many
-    ids = args["ids"]
-    if grant:
-        if isinstance(store, ScopeLookup):
-            ids = _visible_ids(store, ids, grant)
-        else:
-            ids = [record_id(r) for r in store.get_many(ids) if _visible(r, grant)]
-    return store.delete_many(ids)
+    return dispatch_verb(store, envelope, ctx, MEMORY_VERB_SPECS, unsupported=GATED_VERB_CAPABILITY)
 
 
 def memory_handshake(
     store: MemoryDataStore, envelope: Envelope | Mapping[str, Any], ctx: DispatchContext
 ) -> dict[str, Any]:
     """The ``handshake`` verb for the memory plane."""
-    env = coerce_envelope(envelope)
-    return handshake_result(
-        env.args,
-        ctx,
-        plane="memory",
-        verbs=list(MEMORY_VERBS),
-        capabilities=store.describe_store(),
-    )
+    return plane_handshake(store, envelope, ctx, plane="memory", verbs=MEMORY_VERBS)

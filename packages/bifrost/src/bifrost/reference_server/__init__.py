@@ -1,6 +1,7 @@
 """The verifier's historical home (the seed contract names
-``bifrost.reference_server.JwtVerifier``): re-exports of :mod:`bifrost.auth`."""
+``bifrost.reference_server.JwtVerifier``): re-exports of :mod:`bifrost.auth`,
+where authentication lives."""
 
-from bifrost.auth import PLANES, Claims, InMemoryReplayCache, JwtVerifier, ReplayCache
+from bifrost.auth import Claims, InMemoryReplayCache, JwtVerifier, ReplayCache, mint_token
 
-__all__ = ["PLANES", "Claims", "InMemoryReplayCache", "JwtVerifier", "ReplayCache"]
+__all__ = ["Claims", "InMemoryReplayCache", "JwtVerifier", "ReplayCache", "mint_token"]

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bifrost.affect.dispatch import dispatch_affect_call
 from bifrost.context import DispatchContext
 from bifrost.envelope import Envelope
 from bifrost.errors import BifrostError
-from bifrost.memory.dispatch import dispatch_memory_call
+from bifrost.planes import plane_spec
 
 __all__ = ["SCORE_TOLERANCE", "assert_wire_equal", "outcome", "run_parity"]
 
@@ -20,8 +19,9 @@ _IGNORED_KEYS = frozenset({"recorded_at"})
 
 
 def outcome(store: Any, envelope: Envelope | Mapping[str, Any], ctx: DispatchContext) -> Any:
-    """``{"ok": True, "result": …}`` or ``{"ok": False, "code": …, "details": …}``."""
-    dispatch = dispatch_affect_call if ctx.plane == "affect" else dispatch_memory_call
+    """``{"ok": True, "result": …}`` or ``{"ok": False, "code": …, "details": …}``, from
+    the dispatch of the plane ``ctx.plane`` names (another value → ``ValueError``)."""
+    dispatch = plane_spec(ctx.plane).dispatch
     try:
         return {"ok": True, "result": dispatch(store, envelope, ctx)}
     except BifrostError as exc:
