@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -86,7 +87,8 @@ def machine_line() -> str:
 
 def unit_rows(m: np.ndarray) -> np.ndarray:
     m64 = np.asarray(m, dtype=np.float64)
-    return m64 / np.linalg.norm(m64, axis=1, keepdims=True)
+    unit: np.ndarray = m64 / np.linalg.norm(m64, axis=1, keepdims=True)
+    return unit
 
 
 class Server:
@@ -156,26 +158,36 @@ class Server:
             self.proc.wait(timeout=10)
 
 
+class Progress(Protocol):
+    """What the benchmarks ask of a progress bar (tqdm's, or the no-op one)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def set_postfix_str(self, s: str) -> None: ...
+
+    def set_description_str(self, s: str) -> None: ...
+
+
+class _NullProgress:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, s: str) -> None:
+        pass
+
+    def set_description_str(self, s: str) -> None:
+        pass
+
+
 @contextlib.contextmanager
-def progress(total: int, desc: str, enabled: bool = True) -> Iterator[object]:
+def progress(total: int, desc: str, enabled: bool = True) -> Iterator[Progress]:
     """A tqdm bar (on stderr) when tqdm is installed and wanted; a no-op otherwise."""
     try:
         from tqdm import tqdm  # noqa: PLC0415 - optional
     except ImportError:  # pragma: no cover - tqdm is in the bench group
         enabled = False
     if not enabled:
-
-        class _Null:
-            def update(self, n: int = 1) -> None:
-                pass
-
-            def set_postfix_str(self, s: str) -> None:
-                pass
-
-            def set_description_str(self, s: str) -> None:
-                pass
-
-        yield _Null()
+        yield _NullProgress()
         return
     bar = tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
     try:

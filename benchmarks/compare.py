@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -277,7 +277,8 @@ def run_worker(
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
         raise RuntimeError(" / ".join(tail) or f"exit {proc.returncode}")
-    return json.loads(out.read_text())
+    built: dict[str, Any] = json.loads(out.read_text())
+    return built
 
 
 def read_vmhwm(pid: int) -> float:
@@ -480,10 +481,13 @@ def run_load(url: str, data_root: Path, n: int, prof: Profile) -> dict[str, Any]
     )
     if proc.returncode != 0:
         raise RuntimeError("load generator failed: " + proc.stderr[-500:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
 
 
-async def _load(url: str, data_root: str, n: int, seconds: float, max_requests: int) -> dict:
+async def _load(
+    url: str, data_root: str, n: int, seconds: float, max_requests: int
+) -> dict[str, Any]:
     from bifrost.client import AsyncBifrostClient  # noqa: PLC0415
 
     key = os.environ["BENCH_HEIMDALL_KEY"].encode()
@@ -822,7 +826,7 @@ def profile_section(rows: list[Row]) -> list[str]:
     lines = ["### Where ratatoskr's time goes (profiles from this run)", ""]
     for r in rows:
         prof = dict(r.extra.get("server_profile") or {})
-        load = r.extra.get("load")
+        load: dict[str, Any] = dict(r.extra.get("load") or {})
         if r.contender == "ratatoskr-http" and prof:
             prof.pop("_busy_s", None)
             cpu = load.get("server_cpu_s") if load else None

@@ -204,7 +204,8 @@ def numpy_open(data: Data, store: str) -> tuple[Search, Callable[[], None]]:
             scores = matrix[idx] @ qn
         top = np.argpartition(-scores, TOP_K - 1)[:TOP_K]
         top = top[np.argsort(-scores[top])]
-        return (top if idx is None else idx[top]).tolist()
+        found: list[int] = (top if idx is None else idx[top]).tolist()
+        return found
 
     return search, lambda: None
 

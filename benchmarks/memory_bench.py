@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -270,9 +271,7 @@ def build_store(
     for b, part in enumerate(batches(ids)):
         records = [data.record(i) for i in part]
         key = f"build-{b}"
-        seconds, _ = timed(
-            lambda r=records, k=key: store.upsert_many(r, idempotency_key=k, ctx=CTX)
-        )  # type: ignore[misc]
+        seconds, _ = timed(partial(store.upsert_many, records, idempotency_key=key, ctx=CTX))
         spent.append(seconds)
     if report is not None:
         total = sum(spent)
@@ -322,40 +321,38 @@ def search_section(
         t = int(tenants[j])
         a, b = (int(x) for x in others[j])
         q, qs = q_all[j], q_scoped[j]
-        q32 = np.asarray(q, dtype=np.float64)
-        q32 = (q32 / np.linalg.norm(q32)).astype(np.float32)
-        qs32 = np.asarray(qs, dtype=np.float64)
-        qs32 = (qs32 / np.linalg.norm(qs32)).astype(np.float32)
+        q64 = np.asarray(q, dtype=np.float64)
+        q32 = (q64 / np.linalg.norm(q64)).astype(np.float32)
+        qs64 = np.asarray(qs, dtype=np.float64)
+        qs32 = (qs64 / np.linalg.norm(qs64)).astype(np.float32)
         any3 = [{"tenant": data.tenant(x)} for x in (t, a, b)]
         user_scope = {"tenant": data.tenant(t), "end_user": data.user(t, int(users[j]))}
         calls.append(
             [
-                ("numpy", lambda q32=q32: brute(q32, None), None, None),
-                ("numpy_scope", lambda qs32=qs32, t=t: brute(qs32, tenant_rows[t]), None, None),
-                ("unfiltered", lambda q=q: store.search(q, top_k=TOP_K), None, q),
+                ("numpy", partial(brute, q32, None), None, None),
+                ("numpy_scope", partial(brute, qs32, tenant_rows[t]), None, None),
+                ("unfiltered", partial(store.search, q, top_k=TOP_K), None, q),
                 (
                     "tenant",
-                    lambda qs=qs, t=t: store.search(
-                        qs, top_k=TOP_K, scope_all={"tenant": data.tenant(t)}
-                    ),
+                    partial(store.search, qs, top_k=TOP_K, scope_all={"tenant": data.tenant(t)}),
                     tenant_rows[t],
                     qs,
                 ),
                 (
                     "tenant_user",
-                    lambda qs=qs, s=user_scope: store.search(qs, top_k=TOP_K, scope_all=s),
+                    partial(store.search, qs, top_k=TOP_K, scope_all=user_scope),
                     data.rows(t, int(users[j])),
                     qs,
                 ),
                 (
                     "any1",
-                    lambda qs=qs, m=any3[:1]: store.search(qs, top_k=TOP_K, scope_any=m),
+                    partial(store.search, qs, top_k=TOP_K, scope_any=any3[:1]),
                     tenant_rows[t],
                     qs,
                 ),
                 (
                     "any3",
-                    lambda qs=qs, m=any3: store.search(qs, top_k=TOP_K, scope_any=m),
+                    partial(store.search, qs, top_k=TOP_K, scope_any=any3),
                     np.sort(np.concatenate([tenant_rows[x] for x in (t, a, b)])),
                     qs,
                 ),
@@ -511,12 +508,10 @@ def reference_section(
     gc.collect()
     gc.freeze()
     scoped = [(q, {"tenant": data.tenant(j % data.tenants)}) for j, q in enumerate(queries)]
-    ref_unf = [timed(lambda q=q: ref.search(q, top_k=TOP_K)) for q in queries]
-    ref_ten = [timed(lambda q=q, s=s: ref.search(q, top_k=TOP_K, scope_all=s)) for q, s in scoped]
-    sto_unf = [timed(lambda q=q: store.search(q, top_k=TOP_K)) for q in queries * 5]
-    sto_ten = [
-        timed(lambda q=q, s=s: store.search(q, top_k=TOP_K, scope_all=s)) for q, s in scoped * 5
-    ]
+    ref_unf = [timed(partial(ref.search, q, top_k=TOP_K)) for q in queries]
+    ref_ten = [timed(partial(ref.search, q, top_k=TOP_K, scope_all=s)) for q, s in scoped]
+    sto_unf = [timed(partial(store.search, q, top_k=TOP_K)) for q in queries * 5]
+    sto_ten = [timed(partial(store.search, q, top_k=TOP_K, scope_all=s)) for q, s in scoped * 5]
     for (_, a), (_, b) in zip(ref_unf + ref_ten, sto_unf[: len(queries)] + sto_ten, strict=False):
         compare(a, b)
     times["ref"] = [t for t, _ in ref_unf]
