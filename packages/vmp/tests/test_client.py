@@ -19,6 +19,7 @@ from starlette.routing import Mount
 from ratatoskr.vmp import (
     CapacityExceeded,
     DimMismatch,
+    InternalError,
     InvalidArgument,
     NotFound,
     PayloadTooLarge,
@@ -213,6 +214,33 @@ def test_non_vmp_error_responses() -> None:
     assert type(error_from_wire("NOT_FOUND", 404, "x")) is NotFound
     assert type(error_from_wire("NOT_FOUND", 400, "x")) is VmpError
     assert type(error_from_wire("SOMETHING_NEW", 418, "x")) is VmpError
+
+
+# The plane's error table (shared/spec/vmp-plane.md): each class's code and status,
+# and whether a response can carry it back to that class.
+_ERROR_TABLE: list[tuple[type[VmpError], str, int, bool]] = [
+    (InvalidArgument, "INVALID_ARGUMENT", 400, True),
+    (PayloadTooLarge, "INVALID_ARGUMENT", 413, True),
+    (UnsupportedMediaType, "INVALID_ARGUMENT", 415, True),
+    (DimMismatch, "DIM_MISMATCH", 400, True),
+    (NotFound, "NOT_FOUND", 404, True),
+    (CapacityExceeded, "CAPACITY_EXCEEDED", 507, True),
+    (InternalError, "INTERNAL_ERROR", 500, True),
+    (Unauthenticated, "UNAUTHENTICATED", 401, False),
+    (Unavailable, "UNAVAILABLE", 0, False),
+]
+
+
+@pytest.mark.parametrize(("cls", "code", "status", "on_wire"), _ERROR_TABLE)
+def test_each_error_keeps_its_code_and_status(
+    cls: type[VmpError], code: str, status: int, on_wire: bool
+) -> None:
+    err = cls("what failed")  # type: ignore[call-arg]  # coded errors take the message only
+    assert (err.code, err.status, err.message) == (code, status, "what failed")
+    assert err.to_body() == {"error": "what failed", "code": code}
+    back = error_from_wire(code, status, "m")
+    assert (type(back) is cls) is on_wire
+    assert (back.code, back.status, back.message) == (code, status, "m")
 
 
 def test_chunking() -> None:

@@ -3,6 +3,13 @@
 Stores raise these; the app renders them in one place as
 ``{"error": message, "code": code}``; the client raises them back from a
 response. Messages never carry vectors, metadata or tags.
+
+Each class is named for its wire code: ``InvalidArgument`` is VMP's
+``INVALID_ARGUMENT`` (singular, ``shared/spec/vmp-plane.md``), as bifrost's
+``InvalidArguments`` is the Bifrost wire's ``<plane>.invalid_arguments`` (plural,
+``shared/spec/bifrost-wire.md``): two wires, two codes, so the two names stay.
+The two hierarchies do not share a base class: this package does not depend on
+``bifrost``.
 """
 
 from __future__ import annotations
@@ -28,28 +35,50 @@ class VmpError(Exception):
         return f"{name}(code={self.code!r}, status={self.status}, message={self.message!r})"
 
 
+_BY_WIRE: dict[tuple[str, int], type[_CodedError]] = {}
+"""The class of each (code, status) pair the plane sends; one code may travel with
+several statuses (INVALID_ARGUMENT: 400, 413, 415). Filled as the classes are declared."""
+
+
 class _CodedError(VmpError):
+    """An error whose code and status are its class's: a subclass declares them in its
+    ``class`` line (``code=``, ``status=``; a subclass of a coded error inherits its
+    code) and is registered for :func:`error_from_wire` unless it says
+    ``on_wire=False`` (raised by the client only, never sent)."""
+
     CODE: ClassVar[str]
     STATUS: ClassVar[int]
+
+    def __init_subclass__(
+        cls,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        on_wire: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.CODE = code
+        if status is not None:
+            cls.STATUS = status
+        if on_wire and hasattr(cls, "CODE") and hasattr(cls, "STATUS"):
+            _BY_WIRE.setdefault((cls.CODE, cls.STATUS), cls)
 
     def __init__(self, message: str) -> None:
         super().__init__(self.CODE, self.STATUS, message)
 
 
-class InvalidArgument(_CodedError):
+# The plane's errors, each declared once (shared/spec/vmp-plane.md, "Errors").
+class InvalidArgument(_CodedError, code="INVALID_ARGUMENT", status=400):
     """Malformed JSON, a wrong type, an out-of-range value or a bad ``k`` (400)."""
 
-    CODE = "INVALID_ARGUMENT"
-    STATUS = 400
 
-
-class PayloadTooLarge(InvalidArgument):
+class PayloadTooLarge(InvalidArgument, status=413):
     """A snapshot upload larger than the server accepts (413, code ``INVALID_ARGUMENT``)."""
 
-    STATUS = 413
 
-
-class UnsupportedMediaType(InvalidArgument):
+class UnsupportedMediaType(InvalidArgument, status=415):
     """A request body of the wrong ``Content-Type`` (415, code ``INVALID_ARGUMENT``).
 
     JSON routes take only ``application/json``, the snapshot upload only
@@ -57,67 +86,32 @@ class UnsupportedMediaType(InvalidArgument):
     without a CORS preflight, which the plane never grants.
     """
 
-    STATUS = 415
 
-
-class DimMismatch(_CodedError):
+class DimMismatch(_CodedError, code="DIM_MISMATCH", status=400):
     """A vector whose length is not the store's dimension (400)."""
 
-    CODE = "DIM_MISMATCH"
-    STATUS = 400
 
-
-class NotFound(_CodedError):
+class NotFound(_CodedError, code="NOT_FOUND", status=404):
     """An unknown document node or metadata target (404)."""
 
-    CODE = "NOT_FOUND"
-    STATUS = 404
 
-
-class CapacityExceeded(_CodedError):
+class CapacityExceeded(_CodedError, code="CAPACITY_EXCEEDED", status=507):
     """The store is full: the record limit or the disk (507)."""
 
-    CODE = "CAPACITY_EXCEEDED"
-    STATUS = 507
 
-
-class InternalError(_CodedError):
+class InternalError(_CodedError, code="INTERNAL_ERROR", status=500):
     """Anything else (500)."""
 
-    CODE = "INTERNAL_ERROR"
-    STATUS = 500
 
-
-class Unauthenticated(_CodedError):
+class Unauthenticated(_CodedError, code="UNAUTHENTICATED", status=401, on_wire=False):
     """Client side only: the server answered 401 (missing or wrong API key).
 
     The server sends 401 with an empty body, so this code never travels on the wire.
     """
 
-    CODE = "UNAUTHENTICATED"
-    STATUS = 401
 
-
-class Unavailable(_CodedError):
+class Unavailable(_CodedError, code="UNAVAILABLE", status=0, on_wire=False):
     """Client side only: the server could not be reached (``status`` 0: no HTTP answer)."""
-
-    CODE = "UNAVAILABLE"
-    STATUS = 0
-
-
-# One code may travel with several statuses (INVALID_ARGUMENT: 400, 413, 415).
-_BY_WIRE: dict[tuple[str, int], type[_CodedError]] = {
-    (cls.CODE, cls.STATUS): cls
-    for cls in (
-        InvalidArgument,
-        PayloadTooLarge,
-        UnsupportedMediaType,
-        DimMismatch,
-        NotFound,
-        CapacityExceeded,
-        InternalError,
-    )
-}
 
 
 def error_from_wire(code: str, status: int, message: str) -> VmpError:
