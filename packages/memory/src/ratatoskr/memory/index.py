@@ -3,31 +3,53 @@
 sqlite-vec is the durable index (its rows are one-to-one with the chunks), but
 the x86_64 wheel is built without AVX and scans 3–7× slower than numpy, and its
 metadata filters cannot express a ``scope_any`` union exactly. So every open
-store keeps, beside the database, a dense float32 matrix of unit vectors plus
-posting lists from each scope ``(axis, value)`` to its rows:
+store keeps, beside the database, int8 codes of the unit vectors
+(:mod:`ratatoskr.memory.quantized`: a quarter of float32's bytes, scanned by
+simsimd's int8 kernel) and posting lists from each scope ``(axis, value)`` to the
+**scope classes** holding it (a class: all chunks with one exact scope):
 
-- an unscoped search is one matrix-vector product over the live rows;
-- a scoped search first resolves the filter on the posting lists (set algebra:
-  ``scope_all`` intersects, each ``scope_any`` member intersects, the members
-  unite) and then scores only the in-scope rows — cost follows the in-scope set,
-  not the store size, and the result is exact however selective the scope.
+- rows are grouped by class: each class owns one contiguous **segment** of the
+  code matrix, and classes are laid out ordered by tenant, group, agent and end
+  user, so one tenant's classes sit side by side after a load or a compaction;
+- a scoped search resolves the filter on the posting lists of classes (set
+  algebra over a few classes, not over rows: ``scope_all`` intersects, each
+  ``scope_any`` member intersects, the members unite) and scans only the
+  segments of the selected classes — contiguous memory, cost following the
+  in-scope set, and exact however selective the scope;
+- the int8 pass keeps every row its proven error bound cannot exclude, the
+  residual code re-scores those, and the store re-ranks the survivors exactly in
+  float64 (the proof is in :mod:`ratatoskr.memory.quantized`).
 
-Deletes move the last row into the hole, so the live rows stay a prefix of the
-matrix. The index knows nothing of SQLite; ``store.py`` keeps it in step with
-the database (``seq`` is the change counter it was built to).
+A class that outgrows its segment moves to the end of the matrix with room to
+grow (or grows in place when it is already last); a delete moves the segment's
+last row into the hole. The space left behind is reclaimed by a compaction once
+it passes a third of the matrix. The index knows nothing of SQLite;
+:mod:`ratatoskr.memory.sync` keeps it in step with the database (``seq`` is the
+change counter it was built to).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ratatoskr.memory import quantized
+from ratatoskr.memory.quantized import Codes
+
 Vector = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
 ScopeItems = tuple[tuple[str, str], ...]
+
+# The order classes are laid out in: one tenant's classes end up adjacent.
+_LAYOUT_AXES = ("tenant", "group", "agent_self", "end_user")
+# Past this many separate runs of rows a search gathers them instead of one kernel
+# call per run (each call costs a few microseconds).
+_MAX_RUNS = 48
+_MIN_SEGMENT = 4
 
 
 def scope_items(scope: dict[str, str]) -> ScopeItems:
@@ -35,20 +57,9 @@ def scope_items(scope: dict[str, str]) -> ScopeItems:
     return tuple(sorted(scope.items()))
 
 
-_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
-_NO_ROWS.flags.writeable = False
-
-
-def _intersect(a: Rows, b: Rows) -> Rows:
-    """Rows in both sorted arrays: a binary search of the smaller one's rows in the
-    larger, so the cost follows the smaller set."""
-    if a.size > b.size:
-        a, b = b, a
-    if a.size == 0:
-        return a
-    pos = np.minimum(np.searchsorted(b, a), b.size - 1)
-    out: Rows = a[b[pos] == a]
-    return out
+def _layout_key(items: ScopeItems) -> tuple[tuple[str, ...], ScopeItems]:
+    values = dict(items)
+    return tuple(values.get(axis, "") for axis in _LAYOUT_AXES), items
 
 
 @dataclass(frozen=True)
@@ -68,164 +79,388 @@ def unit_float64(values: Sequence[float] | npt.NDArray[np.floating]) -> npt.NDAr
 
 
 def unit_float32(values: Sequence[float] | npt.NDArray[np.floating]) -> Vector:
-    """:func:`unit_float64` rounded to float32 (what the matrix and vec0 hold)."""
+    """:func:`unit_float64` rounded to float32 (what vec0 holds and the index codes)."""
     out: Vector = unit_float64(values).astype(np.float32)
     return out
 
 
+class _Segment:
+    """The rows ``[start, start + count)`` of one scope class, room up to ``cap``."""
+
+    __slots__ = ("cap", "count", "items", "start")
+
+    def __init__(self, items: ScopeItems, start: int, count: int, cap: int) -> None:
+        self.items, self.start, self.count, self.cap = items, start, count, cap
+
+
 class VectorIndex:
-    """Unit vectors and scope postings of the live chunks (not thread-safe by itself)."""
+    """Int8 codes and scope postings of the live chunks (not thread-safe by itself)."""
 
     def __init__(self, dim: int, capacity: int = 1024) -> None:
         self.dim = dim
         self.seq = 0
-        self._matrix: Vector = np.zeros((max(capacity, 16), dim), dtype=np.float32)
-        self._ids: list[str] = []
-        self._scopes: list[ScopeItems] = []
+        self._allocate(max(capacity, 16))
+        self._end = 0  # rows [0, end) are segments; past it, free room
+        self._ids: list[str | None] = []
         self._row: dict[str, int] = {}
+        self._class_of_row: npt.NDArray[np.int32] = np.zeros(self._cap, dtype=np.int32)
+        self._segments: dict[int, _Segment] = {}
+        self._class_id: dict[ScopeItems, int] = {}
+        self._next_class = 0
         self._postings: dict[tuple[str, str], set[int]] = {}
-        self._arrays: dict[tuple[str, str], Rows] = {}
+        self._err1_max = 0.0
+
+    def _allocate(self, cap: int) -> None:
+        self._cap = cap
+        self._codes = np.zeros((cap, self.dim), dtype=np.int8)
+        self._resid = np.zeros((cap, self.dim), dtype=np.int8)
+        self._scale = np.zeros(cap, dtype=np.float64)
+        self._scale2 = np.zeros(cap, dtype=np.float64)
+        self._err2 = np.zeros(cap, dtype=np.float64)
+        self._live = np.zeros(cap, dtype=bool)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._row)
 
     def __contains__(self, chunk_id: object) -> bool:
         return chunk_id in self._row
 
+    # -- writes ------------------------------------------------------------------------
+
     def upsert(self, chunk_id: str, unit: Vector, scope: dict[str, str]) -> None:
         """Insert or replace one chunk's vector and scope."""
-        items = scope_items(scope)
-        row = self._row.get(chunk_id)
-        if row is None:
-            row = len(self._ids)
-            if row == self._matrix.shape[0]:
-                # Grow by a quarter: doubling a 100k × 384 matrix would briefly need 450 MB.
-                grown = np.zeros((row + row // 4 + 1024, self.dim), dtype=np.float32)
-                grown[:row] = self._matrix
-                self._matrix = grown
-            self._ids.append(chunk_id)
-            self._scopes.append(items)
-            self._row[chunk_id] = row
-        else:
-            self._unpost(row, self._scopes[row])
-            self._scopes[row] = items
-        self._matrix[row] = unit
-        self._post(row, items)
+        self.upsert_many([chunk_id], np.asarray(unit).reshape(1, -1), [scope])
+
+    def upsert_many(
+        self, ids: Sequence[str], units: npt.NDArray[np.floating], scopes: Sequence[dict[str, str]]
+    ) -> None:
+        """Insert or replace chunks (float32 unit rows, one per id), coded in one go."""
+        if not ids:
+            return
+        codes = quantized.encode(units)
+        self._err1_max = max(self._err1_max, float(codes.err1.max()))
+        for i, (chunk_id, scope) in enumerate(zip(ids, scopes, strict=True)):
+            cls = self._class(scope_items(scope))
+            row = self._row.get(chunk_id)
+            if row is not None and int(self._class_of_row[row]) != cls:
+                self.remove(chunk_id)
+                row = None
+            if row is None:
+                row = self._append(cls)
+                self._ids[row] = chunk_id
+                self._row[chunk_id] = row
+            self._put(row, codes, i)
+        self._maybe_compact()
 
     def remove(self, chunk_id: str) -> None:
         """Drop one chunk (absent ids are ignored)."""
         row = self._row.pop(chunk_id, None)
         if row is None:
             return
-        self._unpost(row, self._scopes[row])
-        last = len(self._ids) - 1
+        cls = int(self._class_of_row[row])
+        seg = self._segments[cls]
+        last = seg.start + seg.count - 1
         if row != last:
-            moved_id, moved_scope = self._ids[last], self._scopes[last]
-            self._unpost(last, moved_scope)
-            self._matrix[row] = self._matrix[last]
-            self._ids[row], self._scopes[row] = moved_id, moved_scope
-            self._row[moved_id] = row
-            self._post(row, moved_scope)
-        self._ids.pop()
-        self._scopes.pop()
+            self._move(last, row)
+        self._live[last] = False
+        self._ids[last] = None
+        seg.count -= 1
+        if seg.count == 0:
+            self._drop_class(cls)
 
     def load(self, ids: list[str], vectors: Vector, scopes: list[ScopeItems]) -> None:
-        """Replace the whole content; ``vectors`` (raw, one row per id, float32) is taken
-        over and normalised in place, block by block, to keep peak memory low;
-        ``scopes`` as :func:`scope_items` gives them (rows may share one tuple)."""
+        """Replace the whole content: ``vectors`` are raw float32 rows, one per id
+        (normalised here), ``scopes`` as :func:`scope_items` gives them."""
         n = len(ids)
+        units = np.empty_like(vectors)
         for start in range(0, n, 8192):
-            block = vectors[start : start + 8192]
-            norms = np.linalg.norm(block.astype(np.float64), axis=1, keepdims=True)
-            block /= norms.astype(np.float32)
-        self._matrix = vectors if vectors.shape[0] > 0 else np.zeros((16, self.dim), np.float32)
-        self._ids = list(ids)
-        self._scopes = list(scopes)
-        self._row = {chunk_id: row for row, chunk_id in enumerate(self._ids)}
+            block = vectors[start : start + 8192].astype(np.float64)
+            block /= np.max(np.abs(block), axis=1, keepdims=True)
+            block /= np.linalg.norm(block, axis=1, keepdims=True)
+            units[start : start + 8192] = block
+        self.load_units(ids, units, scopes)
+
+    def load_units(self, ids: list[str], units: Vector, scopes: list[ScopeItems]) -> None:
+        """Replace the whole content with float32 unit rows, laid out class by class."""
+        n = len(ids)
+        class_of: dict[ScopeItems, list[int]] = {}
+        for i, items in enumerate(scopes):
+            class_of.setdefault(items, []).append(i)
+        order_lists = [class_of[items] for items in sorted(class_of, key=_layout_key)]
+        order = np.fromiter((i for rows in order_lists for i in rows), dtype=np.int64, count=n)
+        self._reset(max(n, 16))
+        for start in range(0, n, 8192):
+            picked = order[start : start + 8192]
+            codes = quantized.encode(units[picked])
+            stop = start + picked.size
+            self._store_block(start, stop, codes)
+            self._err1_max = max(self._err1_max, float(codes.err1.max()))
+        self._ids = [ids[int(i)] for i in order]
+        self._row = {chunk_id: row for row, chunk_id in enumerate(self._ids) if chunk_id}
+        start = 0
+        for items in sorted(class_of, key=_layout_key):
+            count = len(class_of[items])
+            cls = self._new_class(items, start, count, count)
+            self._class_of_row[start : start + count] = cls
+            start += count
+        self._live[:n] = True
+        self._end = n
+
+    # -- layout ------------------------------------------------------------------------
+
+    def _reset(self, cap: int) -> None:
+        self._allocate(cap)
+        self._class_of_row = np.zeros(cap, dtype=np.int32)
+        self._end = 0
+        self._ids = []
+        self._row = {}
+        self._segments = {}
+        self._class_id = {}
         self._postings = {}
-        self._arrays = {}
-        for row, items in enumerate(self._scopes):
-            self._post(row, items)
+        self._err1_max = 0.0
 
-    def _post(self, row: int, items: Iterable[tuple[str, str]]) -> None:
-        for item in items:
-            self._postings.setdefault(item, set()).add(row)
-            self._arrays.pop(item, None)
+    def _store_block(self, start: int, stop: int, codes: Codes) -> None:
+        self._codes[start:stop] = codes.codes
+        self._resid[start:stop] = codes.resid
+        self._scale[start:stop] = codes.scale
+        self._scale2[start:stop] = codes.scale2
+        self._err2[start:stop] = codes.err2
 
-    def _unpost(self, row: int, items: Iterable[tuple[str, str]]) -> None:
+    def _put(self, row: int, codes: Codes, i: int) -> None:
+        self._codes[row] = codes.codes[i]
+        self._resid[row] = codes.resid[i]
+        self._scale[row] = codes.scale[i]
+        self._scale2[row] = codes.scale2[i]
+        self._err2[row] = codes.err2[i]
+        self._live[row] = True
+
+    def _move(self, src: int, dst: int) -> None:
+        for arr in (self._codes, self._resid, self._scale, self._scale2, self._err2):
+            arr[dst] = arr[src]
+        self._class_of_row[dst] = self._class_of_row[src]
+        moved = self._ids[src]
+        self._ids[dst] = moved
+        if moved is not None:
+            self._row[moved] = dst
+
+    def _new_class(self, items: ScopeItems, start: int, count: int, cap: int) -> int:
+        cls = self._next_class
+        self._next_class += 1
+        self._class_id[items] = cls
+        self._segments[cls] = _Segment(items, start, count, cap)
         for item in items:
-            rows = self._postings.get(item)
-            if rows is not None:
-                rows.discard(row)
-                self._arrays.pop(item, None)
-                if not rows:
+            self._postings.setdefault(item, set()).add(cls)
+        return cls
+
+    def _class(self, items: ScopeItems) -> int:
+        cls = self._class_id.get(items)
+        if cls is None:
+            start = self._reserve(_MIN_SEGMENT)
+            cls = self._new_class(items, start, 0, _MIN_SEGMENT)
+        return cls
+
+    def _drop_class(self, cls: int) -> None:
+        seg = self._segments.pop(cls)
+        del self._class_id[seg.items]
+        for item in seg.items:
+            members = self._postings.get(item)
+            if members is not None:
+                members.discard(cls)
+                if not members:
                     del self._postings[item]
+        if seg.start + seg.cap == self._end:
+            self._end = seg.start
 
-    def _posting(self, item: tuple[str, str]) -> Rows:
-        """The rows of one ``(axis, value)``, sorted, as a read-only array kept until
-        the posting next changes (searches outnumber the writes that touch a scope)."""
-        arr = self._arrays.get(item)
-        if arr is None:
-            rows = self._postings.get(item)
-            if rows is None:
-                return _NO_ROWS
-            arr = np.fromiter(rows, dtype=np.int64, count=len(rows))
-            arr.sort()
-            arr.flags.writeable = False
-            self._arrays[item] = arr
-        return arr
+    def _reserve(self, rows: int) -> int:
+        """``rows`` free rows at the end of the matrix, growing it if need be."""
+        start = self._end
+        if start + rows > self._cap:
+            # Grow by a quarter: doubling 100k rows twice over would briefly need far more.
+            self._grow(start + rows + (start + rows) // 4 + 1024)
+        self._end = start + rows
+        if len(self._ids) < self._end:
+            self._ids.extend([None] * (self._end - len(self._ids)))
+        return start
 
-    def _conjunction(self, scope: dict[str, str]) -> Rows:
-        arrays = sorted((self._posting(item) for item in scope.items()), key=len)
-        out = arrays[0]
-        for other in arrays[1:]:
-            if out.size == 0:
+    def _grow(self, cap: int) -> None:
+        old: list[npt.NDArray[Any]] = [
+            self._codes,
+            self._resid,
+            self._scale,
+            self._scale2,
+            self._err2,
+            self._live,
+            self._class_of_row,
+        ]
+        n = self._end
+        self._allocate(cap)
+        grown_class = np.zeros(cap, dtype=np.int32)
+        new: list[npt.NDArray[Any]] = [
+            self._codes,
+            self._resid,
+            self._scale,
+            self._scale2,
+            self._err2,
+            self._live,
+            grown_class,
+        ]
+        for src, dst in zip(old, new, strict=True):
+            dst[:n] = src[:n]
+        self._class_of_row = grown_class
+
+    def _append(self, cls: int) -> int:
+        """A free row at the end of class ``cls``'s segment (moving it if full)."""
+        seg = self._segments[cls]
+        if seg.count == seg.cap:
+            grow = max(_MIN_SEGMENT, seg.cap // 2)
+            if seg.start + seg.cap == self._end:
+                self._reserve(grow)  # last segment: grows in place
+                seg.cap += grow
+            else:
+                start = self._reserve(seg.cap + grow)
+                old = seg.start
+                for offset in range(seg.count):
+                    self._move(old + offset, start + offset)
+                    self._live[start + offset] = True
+                    self._live[old + offset] = False
+                    self._ids[old + offset] = None
+                seg.start, seg.cap = start, seg.cap + grow
+        row = seg.start + seg.count
+        seg.count += 1
+        self._class_of_row[row] = cls
+        return row
+
+    def _maybe_compact(self) -> None:
+        """Lay the segments out afresh once free space passes a third of the matrix."""
+        live = len(self._row)
+        if self._end < 4096 or self._end - live < self._end // 3:
+            return
+        self.compact()
+
+    def compact(self) -> None:
+        """Lay every class out contiguously, in layout order, with no free room."""
+        segments = sorted(self._segments.values(), key=lambda s: _layout_key(s.items))
+        n = len(self._row)
+        order = np.concatenate(
+            [np.arange(s.start, s.start + s.count, dtype=np.int64) for s in segments]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+        old_codes = (self._codes, self._resid)
+        old_floats = (self._scale, self._scale2, self._err2)
+        ids = [self._ids[int(r)] for r in order]
+        err1_max = self._err1_max
+        items_list = [s.items for s in segments]
+        counts = [s.count for s in segments]
+        self._reset(max(n + n // 8, 16))
+        self._codes[:n] = old_codes[0][order]
+        self._resid[:n] = old_codes[1][order]
+        self._scale[:n] = old_floats[0][order]
+        self._scale2[:n] = old_floats[1][order]
+        self._err2[:n] = old_floats[2][order]
+        self._ids = ids
+        self._row = {chunk_id: row for row, chunk_id in enumerate(ids) if chunk_id is not None}
+        start = 0
+        for items, count in zip(items_list, counts, strict=True):
+            cls = self._new_class(items, start, count, count)
+            self._class_of_row[start : start + count] = cls
+            start += count
+        self._live[:n] = True
+        self._end = n
+        self._err1_max = err1_max
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _conjunction(self, scope: dict[str, str]) -> set[int]:
+        sets = sorted((self._postings.get(item, set()) for item in scope.items()), key=len)
+        out = set(sets[0])
+        for other in sets[1:]:
+            if not out:
                 break
-            out = _intersect(out, other)
+            out &= other
         return out
 
-    def rows_in_scope(
+    def classes_in_scope(
         self, scope_all: dict[str, str], scope_any: list[dict[str, str]]
-    ) -> Rows | None:
-        """Rows passing the composed filter (sorted, read-only), or None when there is
-        no filter (all rows).
+    ) -> set[int] | None:
+        """Classes passing the composed filter, or None when there is no filter (all).
 
         An empty ``scope_any`` member matches every record, as in the reference.
         """
         if not scope_all and not scope_any:
             return None
-        selected: Rows | None = self._conjunction(scope_all) if scope_all else None
+        selected = self._conjunction(scope_all) if scope_all else None
         if scope_any and all(scope_any):  # an empty member admits everything
-            members = [self._conjunction(member) for member in scope_any]
-            union = members[0] if len(members) == 1 else np.unique(np.concatenate(members))
-            selected = union if selected is None else _intersect(selected, union)
+            union: set[int] = set()
+            for member in scope_any:
+                union |= self._conjunction(member)
+            selected = union if selected is None else selected & union
         return selected
 
-    def nearest(self, query: Vector, k: int, rows: Rows | None, margin: float) -> list[Candidate]:
-        """The ``k`` best rows by float32 cosine, plus every row within ``margin`` of
-        the k-th score (so a caller can re-rank near-ties exactly); best first."""
-        n = len(self._ids)
-        if rows is not None and rows.size == 0:
-            return []
-        if rows is None:
-            scores = self._matrix[:n] @ query
+    def _runs(self, classes: set[int]) -> list[tuple[int, int]]:
+        """The selected classes' rows as merged ``[start, stop)`` runs, in order."""
+        spans = sorted(
+            (seg.start, seg.start + seg.count)
+            for cls in classes
+            if (seg := self._segments.get(cls)) is not None and seg.count
+        )
+        runs: list[tuple[int, int]] = []
+        for start, stop in spans:
+            if runs and runs[-1][1] == start:
+                runs[-1] = (runs[-1][0], stop)
+            else:
+                runs.append((start, stop))
+        return runs
+
+    def _stage1(
+        self, query: quantized.QueryCode, classes: set[int] | None
+    ) -> tuple[Rows, quantized.F64]:
+        """Rows scanned and their stage-1 scores ``a``."""
+        if classes is None and self._end == len(self._row):
+            runs = [(0, self._end)] if self._end else []
+        elif classes is None:
+            dots = quantized.int_dots(query.codes, self._codes[: self._end])
+            rows: Rows = np.nonzero(self._live[: self._end])[0]
+            return rows, dots[rows] * (query.scale * self._scale[rows])
         else:
-            # Not BLAS: OpenBLAS splits any product past ~10k elements over its threads,
-            # and on a busy machine waiting for the second thread cost a 3000-row scope
-            # 3-8 ms against 1.5 ms single-threaded (einsum's own loop).
-            scores = np.einsum("ij,j->i", self._matrix[rows], query)
-        count = int(scores.shape[0])
-        if count == 0:
-            return []
-        if count > k:
-            top = np.argpartition(-scores, k - 1)[:k]
-            floor = float(scores[top].min()) - margin
-            picked = np.nonzero(scores >= floor)[0]
+            runs = self._runs(classes)
+        if not runs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if len(runs) == 1:
+            start, stop = runs[0]
+            rows = np.arange(start, stop, dtype=np.int64)
+            dots = quantized.int_dots(query.codes, self._codes[start:stop])
+            return rows, dots * (query.scale * self._scale[start:stop])
+        rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
+        if len(runs) <= _MAX_RUNS:
+            dots = np.concatenate(
+                [quantized.int_dots(query.codes, self._codes[a:b]) for a, b in runs]
+            )
         else:
-            picked = np.arange(count)
-        picked = picked[np.argsort(-scores[picked], kind="stable")]
-        positions = picked if rows is None else rows[picked]
-        return [
-            Candidate(self._ids[int(p)], float(scores[int(q)]))
-            for p, q in zip(positions, picked, strict=True)
-        ]
+            dots = quantized.int_dots(query.codes, self._codes[rows])
+        return rows, dots * (query.scale * self._scale[rows])
+
+    def nearest(self, query: Vector, k: int, classes: set[int] | None) -> list[Candidate]:
+        """Every row that may be in the exact top ``k`` of the selected classes (all
+        classes when None): a superset of the true top k and its ties, best first by
+        an approximate score (see :mod:`ratatoskr.memory.quantized`)."""
+        code = quantized.encode_query(query)
+        rows, approx = self._stage1(code, classes)
+        if rows.size > k:
+            b1 = quantized.bound1(code, self._err1_max, self.dim)
+            kth = float(np.partition(approx, rows.size - k)[rows.size - k])
+            rows = rows[approx >= kth - 2.0 * b1]
+        if rows.size == 0:
+            return []
+        v = quantized.dequantize(
+            self._codes[rows], self._scale[rows], self._resid[rows], self._scale2[rows]
+        )
+        scores = np.einsum("ij,j->i", v, code.exact)
+        if rows.size > k:
+            b2 = quantized.bounds2(code, self._err2[rows], self.dim)
+            lower = scores - b2
+            floor = float(np.partition(lower, rows.size - k)[rows.size - k])
+            keep = scores + b2 >= floor
+            rows, scores = rows[keep], scores[keep]
+        order = np.argsort(-scores, kind="stable")
+        ids = self._ids
+        return [Candidate(str(ids[int(rows[j])]), float(scores[j])) for j in order]

@@ -29,11 +29,6 @@ from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_ite
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.sqlite import codec
 
-# A float32 score of two unit vectors is within about dim * 2**-24 of the float64
-# one (float32 rounding of the vectors, then dim float32 multiply-adds): every row
-# within twice that, with room to spare, of the k-th float32 score is re-ranked
-# exactly. 1e-4 covers dimensions up to ~670; beyond, the margin grows with dim.
-_RERANK_MARGIN = 1e-4
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
 
@@ -45,7 +40,6 @@ class SyncedIndex:
         self.dim = dim
         self.index = VectorIndex(dim)
         self.lock = ReadWriteLock()
-        self.margin = max(_RERANK_MARGIN, 3 * (dim + 2) * 2.0**-24)
 
     @property
     def seq(self) -> int:
@@ -64,8 +58,8 @@ class SyncedIndex:
         while True:
             with self.lock.read():
                 if self.index.seq == db_seq:
-                    rows = self.index.rows_in_scope(query.scope_all, query.scope_any)
-                    return self.index.nearest(unit, query.top_k, rows, self.margin)
+                    classes = self.index.classes_in_scope(query.scope_all, query.scope_any)
+                    return self.index.nearest(unit, query.top_k, classes)
                 if self.index.seq > db_seq:
                     return None
             with self.lock.write():
@@ -85,8 +79,12 @@ class SyncedIndex:
                 return  # the next search catches up from the database
             for chunk_id in deletes:
                 self.index.remove(chunk_id)
-            for chunk_id, unit, scope in upserts:
-                self.index.upsert(chunk_id, unit, scope)
+            if upserts:
+                self.index.upsert_many(
+                    [u[0] for u in upserts],
+                    np.stack([u[1] for u in upserts]),
+                    [u[2] for u in upserts],
+                )
             self.index.seq = seq_after
 
     def _catch_up(self, conn: apsw.Connection, db_seq: int) -> None:

@@ -1,0 +1,205 @@
+"""Int8 codes of the index's unit vectors, and the error bounds that keep search exact.
+
+Each row ``x`` (a float32 unit vector) is held as two int8 codes with one float64
+scale each:
+
+- **stage 1**: ``X = rint(x / s)`` with ``s = max|x_j| / 127``, so ``x̂ = s·X``;
+- **stage 2**: the residual ``r = x − fl(s·X)`` coded the same way,
+  ``R = rint(r / t)``, ``t = max|r_j| / 127``, and ``v = fl(fl(s·X) + fl(t·R))``.
+
+with ``e1 = ‖x − x̂‖`` and ``e2 = ‖x − v‖`` recorded per row (computed in float64 and
+inflated, see ``_inflate``). The query ``q`` (float32 unit) gets a stage-1 code
+``Q``, ``s_q`` and ``e_q = ‖q − q̂‖`` the same way.
+
+**What the bounds bound.** The store ranks by ``S``, the float64 cosine that
+:func:`ratatoskr.memory.records.exact_scores` computes from the stored raw
+embedding and the float64 unit query. Write ``q*`` and ``u*`` for the exact
+(real-number) unit vectors of the query and the raw embedding. Then:
+
+(a) ``|S − q*·u*| ≤ ε64 = (2d + 16)·2⁻⁵³``: normalising (a max-division, a sum
+    of d squares, a square root, a division) and a d-term dot product in float64,
+    each term of ``|m_j||q_j|`` summing to at most 1 (Higham's γ_n bounds).
+    Clamping to [-1, 1] only moves ``S`` towards ``q*·u*``.
+(b) ``‖q − q*‖ ≤ δq = 2⁻²³``: the float32 query is one rounding (relative 2⁻²⁴
+    per element) of a float64 unit vector within ``(d/2 + 3)·2⁻⁵³`` of ``q*``.
+(c) ``‖x − u*‖ ≤ δx = 2⁻²²``: a row is either that same one rounding of a float64
+    unit vector, or (reloaded from vec0's float32) renormalised and rounded
+    again: ``‖y/‖y‖ − u*‖ ≤ 2‖y − u*‖`` for unit ``u*``, so at most 3·2⁻²⁴ plus
+    float64 noise.
+
+**Stage 1.** ``D = Q·X`` is an exact integer (|D| ≤ 127²·d < 2³¹, accumulated
+in int32 by the kernel and checked once against numpy, see :func:`int_dots`),
+and ``a = fl(fl(s_q·s)·D)`` is within ``2·2⁻⁵³·|q̂·x̂|`` of ``q̂·x̂ = s_q·s·D``.
+By the triangle and Cauchy–Schwarz inequalities::
+
+    |q*·u* − q̂·x̂| ≤ |q*·u* − q·x| + |q·x − q̂·x̂|
+                  ≤ ‖q* − q‖‖u*‖ + ‖q‖‖u* − x‖ + ‖q − q̂‖‖x‖ + ‖q̂‖‖x − x̂‖
+                  ≤ δq + (1 + δq)·δx + e_q·(1 + δx) + (‖q‖ + e_q)·e1
+
+so ``|S − a| ≤ B1 = σ + e_q·(1 + δx) + (‖q‖ + e_q)·max e1`` with
+``σ = δq + 2δx + (2d + 48)·2⁻⁵³`` (ε64, the rounding of ``a`` and of the
+comparisons below, all ≤ 2⁻⁵³ per unit of magnitude ≤ 4). B1 is computed rounded
+up (``_inflate``).
+
+**Why no true top-k member is lost.** Let ``T`` be the k-th largest ``a − B1``
+over the in-scope rows. The k rows attaining it have ``S ≥ a − B1 ≥ T``, so the
+k-th largest ``S`` is ≥ T, and every member of the true top k (score descending,
+chunk_id ascending; ties included whichever way they break) has ``S ≥ T``,
+hence ``a + B1 ≥ S ≥ T``. Keeping every row with ``a ≥ T − B1`` (that is
+``a ≥ a_(k) − 2·B1``) therefore keeps the whole true top k, and every row tied
+with its last member. With at most k in-scope rows, all are kept.
+
+**Stage 2** re-scores only those rows: ``c = fl(v·q)`` in float64 is within
+``(d + 2)·2⁻⁵³·‖v‖‖q‖`` of ``v·q``, and as above ``|q·x − v·q| ≤ ‖q‖·e2``, so
+``|S − c| ≤ B2 = σ2 + ‖q‖·e2`` with ``σ2 = δq + 2δx + (3d + 64)·2⁻⁵³`` (per row),
+and the same argument on ``c − B2`` keeps the true top k again. What survives
+(k rows plus those within ~4·10⁻⁵ of the k-th at 384 dims) goes to the store's
+exact float64 re-rank, which decides the order.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import simsimd
+
+I8 = npt.NDArray[np.int8]
+F64 = npt.NDArray[np.float64]
+
+DELTA_Q = 2.0**-23
+DELTA_X = 2.0**-22
+_U64 = 2.0**-53
+# Larger than any relative error of a float64 norm of <= 2**22 terms, so an inflated
+# computed error bounds the real one.
+_REL = 2.0**-30
+_ABS = 2.0**-40
+
+
+def _inflate(value: F64 | float) -> F64:
+    """A computed non-negative error rounded up past its float64 computation error."""
+    out: F64 = np.asarray(value, dtype=np.float64) * (1.0 + _REL) + _ABS
+    return out
+
+
+def sigma1(dim: int) -> float:
+    """The constant part of the stage-1 bound (see the module docstring)."""
+    return float(DELTA_Q + 2 * DELTA_X + (2 * dim + 48) * _U64)
+
+
+def sigma2(dim: int) -> float:
+    """The constant part of the stage-2 bound."""
+    return float(DELTA_Q + 2 * DELTA_X + (3 * dim + 64) * _U64)
+
+
+def _code(x: F64) -> tuple[I8, F64]:
+    """Per-row int8 code and scale of the rows of ``x`` (scale 0 for a zero row)."""
+    top = np.max(np.abs(x), axis=1)
+    scale = top / 127.0
+    safe = np.where(scale > 0, scale, 1.0)
+    codes = np.clip(np.rint(x / safe[:, None]), -127, 127).astype(np.int8)
+    return codes, scale
+
+
+@dataclass(frozen=True)
+class Codes:
+    """The codes of a block of rows (see the module docstring)."""
+
+    codes: I8
+    scale: F64
+    err1: F64
+    resid: I8
+    scale2: F64
+    err2: F64
+
+
+def dequantize(codes: I8, scale: F64, resid: I8, scale2: F64) -> F64:
+    """``v = fl(fl(s·X) + fl(t·R))`` row by row: element-wise IEEE operations only, so
+    a row gives the same bits wherever it sits (at encoding and at search)."""
+    out: F64 = (
+        codes.astype(np.float64) * scale[:, None] + resid.astype(np.float64) * (scale2[:, None])
+    )
+    return out
+
+
+def encode(units: npt.NDArray[np.floating]) -> Codes:
+    """Codes of float32 unit rows (``m × d``)."""
+    x = np.asarray(units, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError("encode takes a 2-d block of rows")
+    codes, scale = _code(x)
+    approx = codes.astype(np.float64) * scale[:, None]
+    err1 = _inflate(np.linalg.norm(x - approx, axis=1))
+    resid, scale2 = _code(x - approx)
+    err2 = _inflate(np.linalg.norm(x - dequantize(codes, scale, resid, scale2), axis=1))
+    return Codes(codes, scale, err1, resid, scale2, err2)
+
+
+@dataclass(frozen=True)
+class QueryCode:
+    """A float32 unit query as stage 1 and stage 2 use it."""
+
+    exact: F64  # the float32 query, as float64
+    codes: I8
+    scale: float
+    err: float  # ‖q − q̂‖, rounded up
+    norm: float  # ‖q‖, rounded up
+
+
+def encode_query(query: npt.NDArray[np.floating]) -> QueryCode:
+    q = np.asarray(query, dtype=np.float64).reshape(1, -1)
+    codes, scale = _code(q)
+    err = float(_inflate(float(np.linalg.norm(q[0] - codes[0].astype(np.float64) * scale[0]))))
+    norm = float(_inflate(float(np.linalg.norm(q[0]))))
+    return QueryCode(q[0], codes[0], float(scale[0]), err, norm)
+
+
+def bound1(query: QueryCode, err1_max: float, dim: int) -> float:
+    """``B1``: every stage-1 score is within it of the store's exact score."""
+    raw = sigma1(dim) + query.err * (1 + DELTA_X) + (query.norm + query.err) * err1_max
+    return float(_inflate(raw))
+
+
+def bounds2(query: QueryCode, err2: F64, dim: int) -> F64:
+    """``B2`` per row: each stage-2 score is within it of the store's exact score."""
+    return _inflate(sigma2(dim) + query.norm * err2)
+
+
+def _numpy_dots(query: I8, rows: I8) -> F64:
+    out: F64 = (rows.astype(np.int64) @ query.astype(np.int64)).astype(np.float64)
+    return out
+
+
+@functools.cache
+def _kernel_is_exact(dim: int) -> bool:
+    """Whether simsimd's int8 dot product is exact at ``dim`` on this CPU: checked once
+    on the worst case (every product ±127², all of one sign, then alternating)."""
+    if 127 * 127 * dim >= 2**31:
+        return False
+    rng = np.random.default_rng(dim)
+    rows = np.vstack(
+        [
+            np.full(dim, 127, dtype=np.int8),
+            np.full(dim, -127, dtype=np.int8),
+            rng.integers(-127, 128, (6, dim)).astype(np.int8),
+        ]
+    )
+    query = np.full(dim, 127, dtype=np.int8)
+    query[1::2] = -127
+    for q in (query, np.full(dim, 127, dtype=np.int8), rows[2]):
+        got = np.asarray(simsimd.cdist(q[None, :], rows, metric="dot"), dtype=np.float64)[0]
+        if not np.array_equal(got, _numpy_dots(q, rows)):
+            return False
+    return True
+
+
+def int_dots(query: I8, rows: I8) -> F64:
+    """``rows @ query`` exactly (as float64 integers); ``rows`` C-contiguous."""
+    if rows.shape[0] == 0:
+        return np.zeros(0, dtype=np.float64)
+    if _kernel_is_exact(rows.shape[1]):
+        out: F64 = np.asarray(simsimd.cdist(query[None, :], rows, metric="dot"))[0]
+        return out
+    return _numpy_dots(query, rows)

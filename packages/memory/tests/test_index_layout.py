@@ -1,0 +1,127 @@
+"""The scope-grouped layout under writes: segments that grow, move, shrink, vanish and
+get compacted keep answering exactly what a model of the live chunks says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bifrost.scope import SCOPE_LATTICE
+from ratatoskr.memory.index import VectorIndex, _layout_key, scope_items
+from ratatoskr.memory.records import exact_scores, unit_float32_rows, unit_float64
+
+DIM = 6
+values = st.sampled_from(["a", "b", "c"])
+scopes = st.dictionaries(st.sampled_from(SCOPE_LATTICE), values, max_size=3)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("upsert"), st.lists(st.integers(0, 80), min_size=1, max_size=12), scopes),
+        st.tuples(st.just("delete"), st.integers(0, 80)),
+        st.tuples(st.just("compact")),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+def matches(scope: dict[str, str], s_all: dict[str, str], s_any: list[dict[str, str]]) -> bool:
+    if any(scope.get(k) != v for k, v in s_all.items()):
+        return False
+    return not s_any or any(all(scope.get(k) == v for k, v in m.items()) for m in s_any)
+
+
+def vector(i: int, version: int) -> list[float]:
+    rng = np.random.default_rng(i * 1000 + version)
+    return [float(x) for x in rng.standard_normal(DIM)]
+
+
+def check_against_model(
+    index: VectorIndex, model: dict[str, tuple[list[float], dict[str, str]]], rng: Any
+) -> None:
+    assert len(index) == len(model)
+    assert all(cid in index for cid in model)
+    for _ in range(3):
+        s_all = {"tenant": "a"} if rng.random() < 0.5 else {}
+        s_any = [{"group": "b"}, {"end_user": "c"}] if rng.random() < 0.5 else []
+        k = int(rng.integers(1, 30))
+        query = rng.standard_normal(DIM)
+        classes = index.classes_in_scope(s_all, s_any)
+        got = [
+            c.chunk_id for c in index.nearest(unit_float64(query).astype(np.float32), k, classes)
+        ]
+        inside = [cid for cid, (_, scope) in model.items() if matches(scope, s_all, s_any)]
+        assert set(got) <= set(inside)
+        if not inside:
+            assert got == []
+            continue
+        scores = exact_scores([np.asarray(model[c][0]) for c in inside], unit_float64(query))
+        expected = sorted(zip((-scores).tolist(), inside, strict=True))[:k]
+        found = exact_scores([np.asarray(model[c][0]) for c in got], unit_float64(query))
+        assert sorted(zip((-found).tolist(), got, strict=True))[:k] == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, seed=st.integers(0, 2**16))
+def test_writes_keep_the_layout_consistent(ops: list[tuple[Any, ...]], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    index = VectorIndex(DIM, capacity=16)
+    model: dict[str, tuple[list[float], dict[str, str]]] = {}
+    for n, op in enumerate(ops):
+        if op[0] == "upsert":
+            ids = [f"c{i:03d}" for i in dict.fromkeys(op[1])]
+            vecs = [vector(int(cid[1:]), n) for cid in ids]
+            index.upsert_many(ids, unit_float32_rows(vecs, DIM), [op[2]] * len(ids))
+            for cid, v in zip(ids, vecs, strict=True):
+                model[cid] = (v, op[2])
+        elif op[0] == "delete":
+            index.remove(f"c{op[1]:03d}")
+            model.pop(f"c{op[1]:03d}", None)
+        else:
+            index.compact()
+        check_against_model(index, model, rng)
+
+
+def test_a_load_lays_each_tenant_out_contiguously() -> None:
+    n = 3000
+    ids = [f"c{i:05d}" for i in range(n)]
+    scopes = [scope_items({"tenant": f"t{i % 7}", "end_user": f"u{i % 11}"}) for i in range(n)]
+    rng = np.random.default_rng(0)
+    index = VectorIndex(DIM)
+    index.load(ids, rng.standard_normal((n, DIM)).astype(np.float32), scopes)
+    for t in range(7):
+        runs = index._runs(index.classes_in_scope({"tenant": f"t{t}"}, []) or set())
+        assert len(runs) == 1
+        assert runs[0][1] - runs[0][0] == sum(1 for s in scopes if dict(s)["tenant"] == f"t{t}")
+    starts = [
+        seg.start for seg in sorted(index._segments.values(), key=lambda s: _layout_key(s.items))
+    ]
+    assert starts == sorted(starts)
+
+
+def test_moving_segments_and_compaction_reclaim_space() -> None:
+    """Interleaved inserts into many classes move segments; deleting most rows and
+    compacting gives the space back, and the answers stay those of the model."""
+    rng = np.random.default_rng(5)
+    index = VectorIndex(DIM, capacity=16)
+    model: dict[str, tuple[list[float], dict[str, str]]] = {}
+    for i in range(6000):
+        scope = {"tenant": f"t{i % 40}"}
+        v = vector(i, 0)
+        index.upsert(f"c{i:05d}", unit_float32_rows([v], DIM)[0], scope)
+        model[f"c{i:05d}"] = (v, scope)
+    check_against_model(index, model, rng)
+    for i in range(0, 6000, 4):
+        if i % 3:
+            index.remove(f"c{i:05d}")
+            model.pop(f"c{i:05d}")
+    for i in range(0, 6000, 5):
+        index.remove(f"c{i:05d}")
+        model.pop(f"c{i:05d}", None)
+    check_against_model(index, model, rng)
+    before = index._end
+    index.compact()
+    assert index._end == len(model) < before
+    check_against_model(index, model, rng)
