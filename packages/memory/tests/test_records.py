@@ -17,8 +17,7 @@ from bifrost.envelope import decode_json
 from bifrost.errors import InvalidArguments
 from bifrost.memory.validation import validate_embedding
 from ratatoskr.memory import RatatoskrMemoryStore, records
-from ratatoskr.memory.index import unit_float64
-from ratatoskr.memory.records import StoredChunk
+from ratatoskr.memory.records import StoredChunk, unit_float64
 
 from .conftest import DIM
 

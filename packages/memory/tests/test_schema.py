@@ -17,7 +17,7 @@ import pytest
 from bifrost.context import DispatchContext
 from bifrost.memory.validation import embedding_field, validate_embedding
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store, records
-from ratatoskr.memory.index import unit_float64
+from ratatoskr.memory.records import unit_float64
 from ratatoskr.memory.schema import migrations
 from ratatoskr.sqlite import SchemaTooNew, StorageCorrupt
 from ratatoskr.sqlite.crashtest import kill_mid_stream

@@ -7,9 +7,10 @@ arguments) comes from ``bifrost.affect``, the same code the reference
 reads ``key`` and ``scope`` of a record and nothing else; the rest is kept as
 compact JSON and handed back equal.
 
-A ``put_many`` is one ``BEGIN IMMEDIATE`` transaction: ledger lookup →
+A ``put_many`` is one ``BEGIN IMMEDIATE`` transaction along bifrost's write
+path (:mod:`bifrost.writes`; the clock is read inside it): ledger lookup →
 revision checks → history rows, current rows, scope-index rows → ledger
-entry. It commits whole or not at all, so a replay sees all of the first call
+pruned and entry recorded. It commits whole or not at all, so a replay sees all of the first call
 or none of it, and a crash never leaves part of a batch.
 """
 
@@ -35,15 +36,13 @@ from bifrost.affect.validation import (
     validate_put,
 )
 from bifrost.context import DispatchContext
-from bifrost.errors import IdempotencyConflict, RevisionMismatch
-from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
-from bifrost.memory.validation import validate_expected_revisions
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from bifrost.writes import check_revisions, record_write, replay_write
 from ratatoskr.affect.listing import fetch_current, list_page
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
 
-__all__ = ["RatatoskrAffectStore", "open_affect_store", "rfc3339"]
+__all__ = ["RatatoskrAffectStore", "SqliteAffectStore", "open_affect_store", "rfc3339"]
 
 _SQL_CHUNK = 500
 # Module-level because the class's ``list`` verb shadows the builtin inside it.
@@ -59,8 +58,8 @@ def _scope_json(scope: dict[str, str]) -> str:
     return codec.dumps(dict(sorted(scope.items())))
 
 
-class RatatoskrAffectStore:
-    """An affect store over one database file (or ``":memory:"``)."""
+class SqliteAffectStore:
+    """An affect store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
         self,
@@ -117,40 +116,30 @@ class RatatoskrAffectStore:
         (first failing key of ``expected_revisions``, in its order); on any error
         nothing is written.
         """
-        items = validate_put(
+        request = validate_put(
             records,
             expected_revisions,
             idempotency_key,
             idempotency_class,
             max_batch=self.max_batch,
         )
-        expected = validate_expected_revisions(expected_revisions, {it.key for it in items})
-        digest = request_digest(records, expected_revisions)
-        ledger_id = idempotency_id("put_many", ctx.actor, idempotency_key)
-        ttl = ttl_seconds(idempotency_class)
         with self._db.write() as conn:
             now = self._clock()
-            entry = LEDGER.lookup(conn, ledger_id, now=now)
-            if entry is not None:
-                if entry.digest != digest:
-                    raise IdempotencyConflict("idempotency key reused with a different request")
-                return {**entry.result, "replayed": True}
-            heads = self._heads(conn, [it.key for it in items])
-            for key, wanted in expected.items():
-                actual = heads[key][0] if key in heads else 0
-                if actual != wanted:
-                    raise RevisionMismatch(key, wanted, actual)
-            if items:
-                self._write(conn, items, heads, rfc3339(now))
-            LEDGER.prune(conn, now=now)  # at most PRUNE_PER_WRITE (64) expired entries
-            result: dict[str, Any] = {"written": len(items), "replayed": False}
-            LEDGER.record(conn, ledger_id, digest=digest, result=result, expires_at=now + ttl)
-        return dict(result)
+            ledger = LEDGER.within(conn)
+            replayed = replay_write(ledger, request, ctx.actor, now)
+            if replayed is not None:
+                return replayed
+            heads = self._heads(conn, request.ids)
+            check_revisions(request.expected, {key: head[0] for key, head in heads.items()})
+            if request:
+                self._write(conn, request, heads, rfc3339(now))
+            # Prunes at most PRUNE_PER_WRITE (64) expired entries before recording.
+            return record_write(ledger, request, ctx.actor, now)
 
     @staticmethod
     def _write(
         conn: apsw.Connection,
-        items: list[ValidatedAffect],
+        items: Sequence[ValidatedAffect],
         heads: dict[str, tuple[int, str]],
         stamp: str,
     ) -> None:
@@ -325,6 +314,10 @@ class RatatoskrAffectStore:
         return out
 
 
+# The name before the PostgreSQL stores arrived (kept: code and tests import it).
+RatatoskrAffectStore = SqliteAffectStore
+
+
 def open_affect_store(
     db_path: str,
     *,
@@ -333,7 +326,7 @@ def open_affect_store(
     max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
     clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
-) -> RatatoskrAffectStore:
+) -> SqliteAffectStore:
     """Open (creating the schema on first use) the affect store at ``db_path``.
 
     ``":memory:"`` gives a private in-memory database. Raises ValueError for
@@ -344,7 +337,7 @@ def open_affect_store(
         raise ValueError("max_batch, max_page and max_scope_any must be positive")
     db = Database(db_path, plane=PLANE, migrations=MIGRATIONS, options=options)
     try:
-        return RatatoskrAffectStore(
+        return SqliteAffectStore(
             db, max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any, clock=clock
         )
     except BaseException:

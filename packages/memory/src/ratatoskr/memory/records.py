@@ -17,11 +17,17 @@ back an object equal to the record written, with the same JSON types):
 ``record_json`` is canonical JSON written and parsed by bifrost's orjson-backed
 codec: formatting and parsing floats with the standard library were the two
 slowest steps of a write and of a search.
+
+Unit vectors are made here, once, for every memory backend (:func:`unit_rows`,
+and :func:`unit_float64` / :func:`unit_float32_rows` on top of it): what vec0,
+pgvector and the in-process index hold, the query a search scores with, and the
+exact float64 re-rank all scale and normalise the same way.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,22 +124,45 @@ class StoredChunk:
         return np.asarray(self.rest[embedding_field(self.rest)], dtype=np.float64)
 
 
+def unit_rows(rows: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """Each row of ``rows`` divided by its norm, in float64.
+
+    Rows are scaled by their largest component first, so that neither huge (1e308)
+    nor subnormal (5e-324) components overflow or vanish. Only element-wise
+    operations and row-wise reductions are used, never a BLAS product, whose result
+    for a row can depend on where the row sits in the batch: equal rows give
+    bit-equal unit vectors wherever they are. Every row must have a non-zero finite
+    component (bifrost's validation guarantees it of an embedding).
+    """
+    m = np.asarray(rows, dtype=np.float64)
+    m = m / np.max(np.abs(m), axis=1, keepdims=True)
+    out: npt.NDArray[np.float64] = m / np.sqrt(np.sum(m * m, axis=1, keepdims=True))
+    return out
+
+
+def unit_float64(values: Sequence[float] | npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """One vector as :func:`unit_rows` makes it (a search's exact query)."""
+    out: npt.NDArray[np.float64] = unit_rows(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
+    return out
+
+
+def unit_float32_rows(embeddings: Sequence[Sequence[float]], dim: int) -> npt.NDArray[np.float32]:
+    """:func:`unit_rows` of a batch of validated embeddings, rounded to float32 (what
+    vec0, pgvector and the in-process index hold); ``(0, dim)`` for an empty batch."""
+    if not embeddings:
+        return np.zeros((0, dim), dtype=np.float32)
+    return unit_rows(np.array(embeddings, dtype=np.float64)).astype(np.float32)
+
+
 def exact_scores(
     raw: list[npt.NDArray[np.float64]], exact_query: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
     """Cosine of each raw embedding with the float64 unit ``exact_query``, clamped to
-    [-1, 1].
-
-    Rows are scaled by their largest component before normalising (so 1e308 does not
-    overflow and 5e-324 does not vanish), as :func:`ratatoskr.memory.index.unit_float64`
-    does. Only element-wise operations and row-wise reductions are used, never a
-    BLAS matrix product, whose result for a row can depend on where the row sits in
-    the batch: equal embeddings must get bit-equal scores so ties fall to chunk_id.
+    [-1, 1]: the rows made unit by :func:`unit_rows` (equal embeddings get bit-equal
+    scores, so ties fall to chunk_id).
     """
     if not raw:
         return np.zeros(0, dtype=np.float64)
-    m = np.stack(raw).astype(np.float64, copy=False)
-    m = m / np.max(np.abs(m), axis=1, keepdims=True)
-    m = m / np.sqrt(np.sum(m * m, axis=1, keepdims=True))
+    m = unit_rows(np.stack(raw))
     scores: npt.NDArray[np.float64] = np.clip(np.sum(m * exact_query, axis=1), -1.0, 1.0)
     return scores

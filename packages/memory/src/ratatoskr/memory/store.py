@@ -5,9 +5,10 @@ Implements bifrost's ``MemoryDataStore`` exactly. Every rule of the plane
 rows) comes from ``bifrost.memory``, the same code the reference store runs;
 this module owns only persistence and ranking.
 
-Writes run in one ``BEGIN IMMEDIATE`` transaction each: chunk rows, vec0 rows,
-tombstones, the change counter and the idempotency entry commit together or not
-at all, and each write prunes a bounded number of expired ledger entries and of
+Writes run in one ``BEGIN IMMEDIATE`` transaction each, along bifrost's write
+path (:mod:`bifrost.writes`; the clock is read inside the transaction): chunk
+rows, vec0 rows, tombstones, the change counter and the idempotency entry commit
+together or not at all, and each write prunes a bounded number of expired ledger entries and of
 tombstones past the retention horizon (:mod:`ratatoskr.memory.changes`).
 
 Searches rank on the in-process vector index (:mod:`ratatoskr.memory.sync`),
@@ -27,30 +28,36 @@ from typing import Any
 
 import apsw
 import numpy as np
+import numpy.typing as npt
 
 from bifrost.context import DispatchContext
-from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
-from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
+from bifrost.errors import InvalidArguments
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
     ValidatedChunk,
     search_row,
-    validate_expected_revisions,
     validate_id,
     validate_ids,
     validate_search,
     validate_upsert,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from ratatoskr.memory import changes, records
+from bifrost.writes import check_revisions, record_write, replay_write
+from ratatoskr.memory import changes
+from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
-from ratatoskr.memory.index import unit_float64
 from ratatoskr.memory.records import StoredChunk
 from ratatoskr.memory.schema import LEDGER, PLANE, migrations, rebuild_vec_table
 from ratatoskr.memory.sync import SyncedIndex
-from ratatoskr.sqlite import ConnectionOptions, Database, MetaSetting, StorageUnavailable, codec
+from ratatoskr.sqlite import (
+    ConnectionOptions,
+    Database,
+    MetaSetting,
+    StorageUnavailable,
+    codec,
+)
 from ratatoskr.sqlite.database import CompactReport, compact_database
 
 # A search retries when a write of this process outran its read snapshot.
@@ -73,8 +80,8 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-class RatatoskrMemoryStore:
-    """A memory store over one database file (or ``":memory:"``)."""
+class SqliteMemoryStore:
+    """A memory store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
         self,
@@ -135,7 +142,7 @@ class RatatoskrMemoryStore:
         Raises InvalidArguments, IdempotencyConflict, RevisionMismatch; on any error
         nothing is written.
         """
-        chunks = validate_upsert(
+        request = validate_upsert(
             records,
             expected_revisions,
             idempotency_key,
@@ -143,47 +150,36 @@ class RatatoskrMemoryStore:
             embedding_dim=self.embedding_dim,
             max_batch=self.max_batch,
         )
-        expected = validate_expected_revisions(expected_revisions, {c.id for c in chunks})
-        digest = request_digest(records, expected_revisions)
-        ledger_id = idempotency_id("upsert_many", ctx.actor, idempotency_key)
-        now = self._clock()
-        expires_at = now + ttl_seconds(idempotency_class)
-        units = self._units([c.embedding for c in chunks])
+        # Outside the transaction: the unit vectors need nothing the database holds.
+        units = stored_records.unit_float32_rows([c.embedding for c in request], self.embedding_dim)
         with self._db.write() as conn:
-            entry = LEDGER.lookup(conn, ledger_id, now=now)
-            if entry is not None:
-                if entry.digest != digest:
-                    raise IdempotencyConflict(
-                        "idempotency_key was already used with a different payload"
-                    )
-                return {**entry.result, "replayed": True}
-            current = self._revisions(conn, [c.id for c in chunks])
-            for chunk_id, wanted in expected.items():
-                actual = current.get(chunk_id, 0)
-                if actual != wanted:
-                    raise RevisionMismatch(chunk_id, wanted, actual)
+            now = self._clock()
+            ledger = LEDGER.within(conn)
+            replayed = replay_write(ledger, request, ctx.actor, now)
+            if replayed is not None:
+                return replayed
+            current = self._revisions(conn, request.ids)
+            check_revisions(request.expected, current)
             seq_before = changes.seq(conn)
-            seq = seq_before + 1 if chunks else seq_before
-            if chunks:
-                self._write_chunks(conn, chunks, units, current, seq, now)
+            seq = seq_before + 1 if request else seq_before
+            if request:
+                self._write_chunks(conn, request, units, current, seq, now)
                 changes.set_seq(conn, seq)
                 self._prune_tombstones(conn, seq, added=0)
-            LEDGER.prune(conn, now=now)
-            result: dict[str, Any] = {"upserted": len(chunks), "replayed": False}
-            LEDGER.record(conn, ledger_id, digest=digest, result=result, expires_at=expires_at)
-        if chunks:
+            result = record_write(ledger, request, ctx.actor, now)
+        if request:
             self._sync.apply(
                 seq_before,
                 seq,
-                upserts=[(c.id, u, c.scope) for c, u in zip(chunks, units, strict=True)],
+                upserts=[(c.id, u, c.scope) for c, u in zip(request, units, strict=True)],
             )
         return result
 
     def _write_chunks(
         self,
         conn: apsw.Connection,
-        chunks: list[ValidatedChunk],
-        units: np.ndarray[Any, Any],
+        chunks: Sequence[ValidatedChunk],
+        units: npt.NDArray[np.float32],
         current: dict[str, int],
         seq: int,
         now: float,
@@ -193,7 +189,7 @@ class RatatoskrMemoryStore:
         vec_inserts: list[tuple[Any, ...]] = []
         vec_updates: list[tuple[Any, ...]] = []
         for chunk, unit in zip(chunks, units, strict=True):
-            form = records.stored_form(chunk.record)
+            form = stored_records.stored_form(chunk.record)
             stored = (form.record_json, form.embedding_key, form.embedding_f64)
             scope_json = codec.dumps(dict(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
@@ -327,7 +323,7 @@ class RatatoskrMemoryStore:
             max_top_k=self.max_top_k,
             max_scope_any=self.max_scope_any,
         )
-        exact_query = unit_float64(query.vector)
+        exact_query = stored_records.unit_float64(query.vector)
         unit = exact_query.astype(np.float32)
         for _attempt in range(_SNAPSHOT_ATTEMPTS):
             with self._db.read() as conn:
@@ -342,7 +338,7 @@ class RatatoskrMemoryStore:
         else:
             raise StorageUnavailable("the index could not catch up with concurrent writes")
         ids = list(found)
-        scores = records.exact_scores([found[cid].vector() for cid in ids], exact_query)
+        scores = stored_records.exact_scores([found[cid].vector() for cid in ids], exact_query)
         ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
         rows: list[dict[str, Any]] = []
         for neg, cid in ranked:
@@ -418,15 +414,9 @@ class RatatoskrMemoryStore:
                 )
         return out
 
-    def _units(self, embeddings: list[list[float]]) -> np.ndarray[Any, Any]:
-        """Float32 unit vectors of validated embeddings, a batch at a time (the steps of
-        :func:`unit_float32`; the last bit may differ, which the re-rank margin absorbs)."""
-        if not embeddings:
-            return np.zeros((0, self.embedding_dim), dtype=np.float32)
-        m = np.array(embeddings, dtype=np.float64)
-        m /= np.max(np.abs(m), axis=1, keepdims=True)
-        m /= np.linalg.norm(m, axis=1, keepdims=True)
-        return m.astype(np.float32)
+
+# The name before the PostgreSQL stores arrived (kept: code and tests import it).
+RatatoskrMemoryStore = SqliteMemoryStore
 
 
 def open_memory_store(
@@ -439,7 +429,7 @@ def open_memory_store(
     tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
     clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
-) -> RatatoskrMemoryStore:
+) -> SqliteMemoryStore:
     """Open (creating schema and the vec index on first use) the memory store at ``db_path``.
 
     ``max_scope_any`` caps the members of a search's ``scope_any``;
@@ -469,7 +459,7 @@ def open_memory_store(
         options=opts,
     )
     try:
-        return RatatoskrMemoryStore(
+        return SqliteMemoryStore(
             db,
             embedding_dim=embedding_dim,
             max_batch=max_batch,
@@ -484,7 +474,7 @@ def open_memory_store(
 
 
 def compact_memory_file(db_path: str, *, full: bool = False, vectors: bool = True) -> CompactReport:
-    """:meth:`RatatoskrMemoryStore.compact` for a memory file given by path, without
+    """:meth:`SqliteMemoryStore.compact` for a memory file given by path, without
     opening a store (no index is loaded, no migration applied): for an operator's
     ``compact`` command, safe beside a provider serving the file (its writes wait for
     each step; see ``compact`` for the cost of the vector rebuild).

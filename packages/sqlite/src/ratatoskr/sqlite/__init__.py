@@ -42,6 +42,7 @@ from ratatoskr.sqlite.errors import (
     StorageCorrupt,
     StorageError,
     StorageFull,
+    StorageInconsistent,
     StorageReadOnly,
     StorageUnavailable,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "StorageCorrupt",
     "StorageError",
     "StorageFull",
+    "StorageInconsistent",
     "StorageReadOnly",
     "StorageUnavailable",
     "TableStats",

@@ -49,3 +49,10 @@ class StorageCorrupt(StorageError):
 
 class StorageUnavailable(StorageError):
     """The file cannot be opened (missing directory, permissions) or stayed locked too long."""
+
+
+class StorageInconsistent(StorageError):
+    """A store found its own data breaking an invariant it keeps (two tables, or a
+    table and an in-process index, that must agree do not): a bug or a file changed
+    behind the store's back. Nothing was written; ``ratatoskr doctor`` checks the file.
+    """
