@@ -173,3 +173,44 @@ def test_stored_form_round_trips_any_valid_embedding(values: list[Any], field: s
     assert exact(stored.record()) == exact(rec)
     assert exact(stored.without_embedding()) == exact(without(rec, field))
     assert stored.vector().tobytes() == np.asarray(values, dtype=np.float64).tobytes()
+
+
+# -- unit vectors (one helper for every backend) ---------------------------------------
+
+
+def test_unit_rows_scale_before_normalising() -> None:
+    """Huge and subnormal components neither overflow nor vanish."""
+    rows = np.array([[1e308, 1e308, 0.0], [5e-324, 0.0, 5e-324], [3.0, 4.0, 0.0]])
+    units = records.unit_rows(rows)
+    half = math.sqrt(0.5)
+    assert units[0].tolist() == pytest.approx([half, half, 0.0])
+    assert units[1].tolist() == pytest.approx([half, 0.0, half])
+    assert units[2].tolist() == [0.6, 0.8, 0.0]
+    assert np.all(np.isfinite(units))
+
+
+def test_unit_rows_of_equal_rows_are_bit_equal_wherever_they_sit() -> None:
+    rng = np.random.default_rng(3)
+    row = rng.standard_normal(384)
+    batch = rng.standard_normal((64, 384))
+    batch[0] = batch[37] = batch[63] = row
+    units = records.unit_rows(batch)
+    alone = records.unit_rows(row.reshape(1, -1))[0]
+    for at in (0, 37, 63):
+        assert units[at].tobytes() == alone.tobytes()
+    assert records.unit_float64(row.tolist()).tobytes() == alone.tobytes()
+
+
+def test_unit_float32_rows() -> None:
+    empty = records.unit_float32_rows([], DIM)
+    assert empty.shape == (0, DIM) and empty.dtype == np.float32
+    units = records.unit_float32_rows([[3.0, 4.0], [0.0, -2.0]], 2)
+    assert units.dtype == np.float32
+    assert units.tolist() == [[np.float32(0.6), np.float32(0.8)], [0.0, -1.0]]
+
+
+def test_exact_scores_are_the_cosines_of_the_unit_rows() -> None:
+    query = records.unit_float64([1.0, 0.0])
+    raw = [np.array([2.0, 0.0]), np.array([0.0, 5.0]), np.array([-1e300, 0.0])]
+    assert records.exact_scores(raw, query).tolist() == [1.0, 0.0, -1.0]
+    assert records.exact_scores([], query).shape == (0,)

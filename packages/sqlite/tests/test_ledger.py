@@ -82,3 +82,26 @@ def test_prune_reads_the_expiry_index(db: Database) -> None:
             )
         )
     assert "test_idempotency_expiry" in plan
+
+
+def test_within_is_the_ledger_inside_one_transaction(db: Database) -> None:
+    """The shape of bifrost's write-path ledger: the same methods, without ``conn``."""
+    with db.write() as conn:
+        ledger = LEDGER.within(conn)
+        ledger.record("old", digest="d", result=None, expires_at=10.0)
+        ledger.record("k", digest="d", result={"n": 1}, expires_at=100.0)
+        entry = ledger.lookup("k", now=50.0)
+        assert entry is not None and (entry.digest, entry.result) == ("d", {"n": 1})
+        assert ledger.lookup("k", now=100.0) is None
+        assert ledger.prune(now=20.0) == 1
+    with db.read() as conn:
+        assert LEDGER.lookup(conn, "k", now=50.0) is not None  # committed with the write
+        assert LEDGER.lookup(conn, "old", now=0.0) is None
+
+
+def test_within_rolls_back_with_its_transaction(db: Database) -> None:
+    with pytest.raises(RuntimeError, match="abort"), db.write() as conn:
+        LEDGER.within(conn).record("k", digest="d", result=1, expires_at=100.0)
+        raise RuntimeError("abort")
+    with db.read() as conn:
+        assert LEDGER.lookup(conn, "k", now=0.0) is None
