@@ -1,74 +1,29 @@
-"""Cross-package fixtures: a real `ratatoskr serve` subprocess on a free loopback port."""
+"""Cross-package fixtures: a real `ratatoskr serve` subprocess on a free loopback port,
+started by the one launcher that tests and benchmarks share
+(:mod:`ratatoskr.provider.testing`)."""
 
 from __future__ import annotations
 
-import os
-import re
 import signal
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from ratatoskr.provider.testing import ServerProcess, start_serve
+
 KEY = "e2e-heimdall-key-0123456789abcdef"
 
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[str]
-    base_url: str
-    output: list[str] = field(default_factory=list)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+# The name the cross-package tests have always used for a started provider.
+Server = ServerProcess
 
 
 def start_server(
     args: list[str], env: dict[str, str], cwd: Path, preexec_fn: Callable[[], None] | None = None
 ) -> Server:
-    """Start `python -m ratatoskr.provider <args>` and wait until it listens
-    (``preexec_fn`` runs in the child before it starts, e.g. to set limits)."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
-    full.update(env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ratatoskr.provider", *args],
-        env=full,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=preexec_fn,  # noqa: PLW1509 - only resource limits, no threads involved
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    found = threading.Event()
-    url: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            match = re.search(r"http://127\.0\.0\.1:\d+", line)
-            if match and not url:
-                url.append(match.group(0))
-            if "Application startup complete" in line:
-                found.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + 60
-    while not found.is_set() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    if not found.is_set():
-        proc.kill()
-        raise AssertionError("server did not start:\n" + "".join(lines))
-    return Server(proc, url[0], lines)
+    """``python -m ratatoskr.provider <args>`` (``args`` starts with ``serve``), ready to
+    serve; ``preexec_fn`` runs in the child before it starts (e.g. to set limits)."""
+    return start_serve(args, env, cwd, preexec_fn=preexec_fn)
 
 
 @pytest.fixture
@@ -88,5 +43,7 @@ def server_env(tmp_path: Path) -> dict[str, str]:
 def server(server_env: dict[str, str], tmp_path: Path) -> Iterator[Server]:
     s = start_server(["serve"], server_env, tmp_path)
     yield s
-    if s.proc.poll() is None:
-        s.stop(signal.SIGKILL)
+    # SIGTERM (so a measured child writes its coverage), SIGKILL if it lingers; then
+    # whatever is left of its process group.
+    s.stop(signal.SIGTERM, timeout=10)
+    s.close()
