@@ -9,6 +9,7 @@ rules are its own (memory's ``search``, affect's ``history``)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION, Envelope
 from bifrost.errors import Forbidden, InvalidArguments, UnknownVerb, UnsupportedVerb
+from bifrost.records import validate_records_common
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, inside_grant, validate_record_scope
 
 __all__ = [
@@ -49,10 +51,6 @@ def safe_name(name: str) -> str:
     return repr(name) if _NAME.fullmatch(name) else "(unprintable)"
 
 
-def _unset(store: Any, env: Envelope, ctx: DispatchContext) -> Any:
-    raise UnknownVerb(f"unknown verb {safe_name(env.verb)}")
-
-
 @dataclass(frozen=True, init=False)
 class VerbSpec:
     """One verb of a plane: the argument names it accepts, which of them are
@@ -66,7 +64,8 @@ class VerbSpec:
         self,
         allowed: tuple[str, ...] = (),
         required: tuple[str, ...] = (),
-        run: Handler = _unset,
+        *,
+        run: Handler,
     ) -> None:
         object.__setattr__(self, "allowed", frozenset(allowed))
         object.__setattr__(self, "required", frozenset(required))
@@ -159,18 +158,19 @@ def guarded_write(
     env: Envelope,
     ctx: DispatchContext,
     *,
-    records_and_ids: Callable[[Any], tuple[list[dict[str, Any]], list[str]]],
+    ids_of: Callable[[list[dict[str, Any]]], list[str]],
     write: str,
 ) -> Any:
     """A batch write under the token's grant: with a grant, every record's scope and
     the scope of every record its id already names must lie inside it (else
     ``Forbidden``, nothing written); then ``store.<write>`` does the write (and its
-    own full validation). ``records_and_ids`` reads the ``records`` argument into
-    its records and their ids (raising ``InvalidArguments`` where it cannot)."""
+    own full validation). ``ids_of`` reads the ids of the records (raising
+    ``InvalidArguments`` for a record without a valid one)."""
     args = env.args
     grant = ctx.scope
     if grant:
-        records, ids = records_and_ids(args["records"])
+        records = validate_records_common(args["records"], max_batch=sys.maxsize)
+        ids = ids_of(records)
         check_record_scopes(records)
         require_inside(records, grant, "record")
         existing = store.get_many(ids) if ids else []

@@ -14,7 +14,6 @@ Grant rules (the store stays grant-agnostic):
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,24 +33,22 @@ from bifrost.dispatch import (
 )
 from bifrost.envelope import Envelope
 from bifrost.errors import InvalidArguments
-from bifrost.memory.validation import validate_records_common
 from bifrost.scope import apply_grant, validate_scope
 
 __all__ = ["AFFECT_VERBS", "AFFECT_VERB_SPECS", "affect_handshake", "dispatch_affect_call"]
 
 
-def _records_and_keys(value: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    records = validate_records_common(value, max_batch=sys.maxsize)
+def _keys(records: list[dict[str, Any]]) -> list[str]:
     keys = []
     for i, rec in enumerate(records):
         if "key" not in rec:
             raise InvalidArguments(f"record {i}: missing key")
         keys.append(validate_key(rec["key"], f"record {i}: key"))
-    return records, keys
+    return keys
 
 
 def _put(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
-    return guarded_write(store, env, ctx, records_and_ids=_records_and_keys, write="put_many")
+    return guarded_write(store, env, ctx, ids_of=_keys, write="put_many")
 
 
 def _get(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
@@ -99,12 +96,12 @@ def _delete_many(store: AffectDataStore, env: Envelope, ctx: DispatchContext) ->
 AFFECT_VERB_SPECS: dict[str, VerbSpec] = {
     "describe_store": VerbSpec(run=describe_store_verb),
     "health": VerbSpec(run=health_verb),
-    "put_many": VerbSpec(("records", "expected_revisions"), ("records",), _put),
-    "get": VerbSpec(("key",), ("key",), _get),
-    "get_many": VerbSpec(("keys",), ("keys",), _get_many),
-    "history": VerbSpec(("key", "limit", "before_revision"), ("key",), _history),
-    "list": VerbSpec(("scope_all", "scope_any", "limit", "after_key"), (), _list),
-    "delete_many": VerbSpec(("keys",), ("keys",), _delete_many),
+    "put_many": VerbSpec(("records", "expected_revisions"), ("records",), run=_put),
+    "get": VerbSpec(("key",), ("key",), run=_get),
+    "get_many": VerbSpec(("keys",), ("keys",), run=_get_many),
+    "history": VerbSpec(("key", "limit", "before_revision"), ("key",), run=_history),
+    "list": VerbSpec(("scope_all", "scope_any", "limit", "after_key"), (), run=_list),
+    "delete_many": VerbSpec(("keys",), ("keys",), run=_delete_many),
 }
 """The affect plane's verbs: their argument names and the function that runs each."""
 AFFECT_VERBS: tuple[str, ...] = tuple(AFFECT_VERB_SPECS)

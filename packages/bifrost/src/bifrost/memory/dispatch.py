@@ -19,7 +19,6 @@ around the (grant-agnostic) store, and returns the verb's result or raises a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,7 +36,7 @@ from bifrost.dispatch import (
 from bifrost.envelope import Envelope
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
 from bifrost.memory.protocol import MemoryDataStore, ScopeLookup
-from bifrost.memory.validation import record_id, validate_id, validate_records_common
+from bifrost.memory.validation import record_id, validate_id
 from bifrost.scope import apply_grant, inside_grant, validate_scope
 
 __all__ = ["MEMORY_VERBS", "MEMORY_VERB_SPECS", "dispatch_memory_call", "memory_handshake"]
@@ -53,13 +52,12 @@ def _visible_ids(store: MemoryDataStore, ids: list[str], grant: Mapping[str, str
     return [i for i in ids if i in scopes and inside_grant(scopes[i], grant)]
 
 
-def _chunks_and_ids(value: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    records = validate_records_common(value, max_batch=sys.maxsize)
-    return records, [record_id(rec, i) for i, rec in enumerate(records)]
+def _chunk_ids(records: list[dict[str, Any]]) -> list[str]:
+    return [record_id(rec, i) for i, rec in enumerate(records)]
 
 
 def _upsert(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
-    return guarded_write(store, env, ctx, records_and_ids=_chunks_and_ids, write="upsert_many")
+    return guarded_write(store, env, ctx, ids_of=_chunk_ids, write="upsert_many")
 
 
 def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
@@ -111,7 +109,7 @@ def _delete_many(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) ->
 MEMORY_VERB_SPECS: dict[str, VerbSpec] = {
     "describe_store": VerbSpec(run=describe_store_verb),
     "health": VerbSpec(run=health_verb),
-    "upsert_many": VerbSpec(("records", "expected_revisions"), ("records",), _upsert),
+    "upsert_many": VerbSpec(("records", "expected_revisions"), ("records",), run=_upsert),
     "search": VerbSpec(
         (
             "vector",
@@ -123,11 +121,11 @@ MEMORY_VERB_SPECS: dict[str, VerbSpec] = {
             "fidelity_target",
         ),
         ("vector", "top_k"),
-        _search,
+        run=_search,
     ),
-    "get": VerbSpec(("chunk_id",), ("chunk_id",), _get),
-    "get_many": VerbSpec(("ids",), ("ids",), _get_many),
-    "delete_many": VerbSpec(("ids",), ("ids",), _delete_many),
+    "get": VerbSpec(("chunk_id",), ("chunk_id",), run=_get),
+    "get_many": VerbSpec(("ids",), ("ids",), run=_get_many),
+    "delete_many": VerbSpec(("ids",), ("ids",), run=_delete_many),
 }
 """The memory plane's verbs: their argument names and the function that runs each."""
 MEMORY_VERBS: tuple[str, ...] = tuple(MEMORY_VERB_SPECS)
