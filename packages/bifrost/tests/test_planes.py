@@ -72,9 +72,9 @@ def test_one_builder_serves_each_plane_of_the_table(name: str, store: object) ->
 def test_the_builder_checks_store_registration_and_verifier() -> None:
     verifier, registration = JwtVerifier(KEY), ConsumerRegistration()
     with pytest.raises(TypeError, match="build_affect_app requires a store"):
-        build_plane_app(AFFECT_PLANE, None, verifier, registration)
+        build_plane_app(AFFECT_PLANE, None, verifier, registration)  # type: ignore[misc]
     with pytest.raises(TypeError, match="does not implement AffectDataStore"):
-        build_plane_app(AFFECT_PLANE, InMemoryMemoryStore(DIM), verifier, registration)
+        build_plane_app(AFFECT_PLANE, InMemoryMemoryStore(DIM), verifier, registration)  # type: ignore[misc]
     with pytest.raises(ValueError, match="does not declare the affect plane"):
         build_plane_app(
             AFFECT_PLANE,

@@ -189,6 +189,7 @@ SURFACE: dict[str, set[str]] = {
         "render_error",
     },
     "bifrost.dispatch": {
+        "BASE_VERBS",
         "Handler",
         "VerbSpec",
         "check_args",
@@ -196,6 +197,7 @@ SURFACE: dict[str, set[str]] = {
         "coerce_envelope",
         "describe_store_verb",
         "dispatch_verb",
+        "granted_scope",
         "guarded_write",
         "handshake_result",
         "health_verb",

@@ -40,6 +40,8 @@ from bifrost.planes import WIRE_PLANES, plane_spec
 __all__ = ["AsyncBifrostClient", "BifrostClient", "WrongBaseURL", "build_envelope", "mint_token"]
 
 _R = TypeVar("_R")
+_Http = TypeVar("_Http")
+_Transport = TypeVar("_Transport")
 _PLANE_PATHS = " or ".join(f"/{name}" for name in WIRE_PLANES)
 
 
@@ -125,8 +127,10 @@ def _result(response: httpx.Response) -> Any:
     )
 
 
-class _Verbs(Generic[_R]):
-    """One plane's verbs over :meth:`call`; ``_R`` is what ``call`` returns."""
+class _Verbs(Generic[_R, _Http, _Transport]):
+    """One plane's verbs over :meth:`call`; ``_R`` is what ``call`` returns, ``_Http``
+    the httpx client it posts with, ``_Transport`` what that client takes as transport.
+    A subclass says how to open its httpx client and how to send one request."""
 
     def __init__(
         self,
@@ -134,11 +138,14 @@ class _Verbs(Generic[_R]):
         key: bytes,
         *,
         actor: str,
-        scope: dict[str, str] | None,
+        scope: dict[str, str] | None = None,
         plane: str,
-        issuer: str,
-        audience: str,
-        lifetime_s: float,
+        transport: _Transport | None = None,
+        http_client: _Http | None = None,
+        issuer: str = "heimdall",
+        audience: str = DEFAULT_CONSUMER_ID,
+        lifetime_s: float = 60,
+        timeout: float = 30.0,
     ) -> None:
         self._spec = plane_spec(plane)
         self._key = key
@@ -148,10 +155,20 @@ class _Verbs(Generic[_R]):
         self.issuer = issuer
         self.audience = audience
         self.lifetime_s = lifetime_s
+        self._owns = http_client is None
+        self._http: _Http = (
+            http_client if http_client is not None else self._open(base_url, transport, timeout)
+        )
         self._base_url = base_url.rstrip("/")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(plane={self.plane!r}, actor=…)"
+
+    def _open(self, base_url: str, transport: _Transport | None, timeout: float) -> _Http:
+        raise NotImplementedError
+
+    def _send(self, url: str, body: bytes, headers: dict[str, str]) -> _R:
+        raise NotImplementedError
 
     def call(
         self,
@@ -163,17 +180,6 @@ class _Verbs(Generic[_R]):
         call_id: str | None = None,
     ) -> _R:
         """Send one verb; return its result or raise the typed ``BifrostError``."""
-        raise NotImplementedError
-
-    def _prepare(
-        self,
-        verb: str,
-        args: dict[str, Any] | None,
-        idempotency_key: str | None,
-        idempotency_class: str | None,
-        call_id: str | None,
-    ) -> tuple[str, bytes, dict[str, str]]:
-        """The URL, body and headers of one call (a fresh token bound to the body)."""
         body = build_envelope(
             verb,
             args,
@@ -195,7 +201,7 @@ class _Verbs(Generic[_R]):
         path = "/bifrost/handshake" if verb == "handshake" else self._spec.route
         url = self._base_url + path if self._base_url else path
         headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-        return url, body, headers
+        return self._send(url, body, headers)
 
     def handshake(self, client: dict[str, Any] | None = None) -> _R:
         args: dict[str, Any] = {"plane": self.plane}
@@ -270,38 +276,16 @@ class _Verbs(Generic[_R]):
         return self.call("list", dict(kwargs))
 
 
-class BifrostClient(_Verbs[Any]):
+class BifrostClient(_Verbs[Any, httpx.Client, httpx.BaseTransport]):
     """Synchronous client for one plane of one consumer."""
 
-    def __init__(
-        self,
-        base_url: str,
-        key: bytes,
-        *,
-        actor: str,
-        scope: dict[str, str] | None = None,
-        plane: str,
-        transport: httpx.BaseTransport | None = None,
-        http_client: httpx.Client | None = None,
-        issuer: str = "heimdall",
-        audience: str = DEFAULT_CONSUMER_ID,
-        lifetime_s: float = 60,
-        timeout: float = 30.0,
-    ) -> None:
-        super().__init__(
-            base_url,
-            key,
-            actor=actor,
-            scope=scope,
-            plane=plane,
-            issuer=issuer,
-            audience=audience,
-            lifetime_s=lifetime_s,
-        )
-        self._owns = http_client is None
-        self._http = http_client or httpx.Client(
-            base_url=base_url, transport=transport, timeout=timeout
-        )
+    def _open(
+        self, base_url: str, transport: httpx.BaseTransport | None, timeout: float
+    ) -> httpx.Client:
+        return httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
+
+    def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
+        return _result(self._http.post(url, content=body, headers=headers))
 
     def close(self) -> None:
         if self._owns:
@@ -313,52 +297,17 @@ class BifrostClient(_Verbs[Any]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(
-        self,
-        verb: str,
-        args: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-        idempotency_class: str | None = None,
-        call_id: str | None = None,
-    ) -> Any:
-        """Send one verb; return its result or raise the typed ``BifrostError``."""
-        url, body, headers = self._prepare(verb, args, idempotency_key, idempotency_class, call_id)
-        return _result(self._http.post(url, content=body, headers=headers))
 
-
-class AsyncBifrostClient(_Verbs[Awaitable[Any]]):
+class AsyncBifrostClient(_Verbs[Awaitable[Any], httpx.AsyncClient, httpx.AsyncBaseTransport]):
     """Asynchronous client (``httpx.AsyncClient``); same methods, awaited."""
 
-    def __init__(
-        self,
-        base_url: str,
-        key: bytes,
-        *,
-        actor: str,
-        scope: dict[str, str] | None = None,
-        plane: str,
-        transport: httpx.AsyncBaseTransport | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        issuer: str = "heimdall",
-        audience: str = DEFAULT_CONSUMER_ID,
-        lifetime_s: float = 60,
-        timeout: float = 30.0,
-    ) -> None:
-        super().__init__(
-            base_url,
-            key,
-            actor=actor,
-            scope=scope,
-            plane=plane,
-            issuer=issuer,
-            audience=audience,
-            lifetime_s=lifetime_s,
-        )
-        self._owns = http_client is None
-        self._http = http_client or httpx.AsyncClient(
-            base_url=base_url, transport=transport, timeout=timeout
-        )
+    def _open(
+        self, base_url: str, transport: httpx.AsyncBaseTransport | None, timeout: float
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=base_url, transport=transport, timeout=timeout)
+
+    async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
+        return _result(await self._http.post(url, content=body, headers=headers))
 
     async def aclose(self) -> None:
         if self._owns:
@@ -369,16 +318,3 @@ class AsyncBifrostClient(_Verbs[Awaitable[Any]]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    async def call(
-        self,
-        verb: str,
-        args: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-        idempotency_class: str | None = None,
-        call_id: str | None = None,
-    ) -> Any:
-        """Send one verb; return its result or raise the typed ``BifrostError``."""
-        url, body, headers = self._prepare(verb, args, idempotency_key, idempotency_class, call_id)
-        return _result(await self._http.post(url, content=body, headers=headers))

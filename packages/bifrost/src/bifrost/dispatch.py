@@ -18,9 +18,16 @@ from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION, Envelope
 from bifrost.errors import Forbidden, InvalidArguments, UnknownVerb, UnsupportedVerb
 from bifrost.records import validate_records_common
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, inside_grant, validate_record_scope
+from bifrost.scope import (
+    DEFAULT_MAX_SCOPE_ANY,
+    apply_grant,
+    inside_grant,
+    validate_record_scope,
+    validate_scope,
+)
 
 __all__ = [
+    "BASE_VERBS",
     "Handler",
     "VerbSpec",
     "check_args",
@@ -28,6 +35,7 @@ __all__ = [
     "coerce_envelope",
     "describe_store_verb",
     "dispatch_verb",
+    "granted_scope",
     "guarded_write",
     "handshake_result",
     "health_verb",
@@ -118,6 +126,25 @@ def describe_store_verb(store: Any, env: Envelope, ctx: DispatchContext) -> Any:
 def health_verb(store: Any, env: Envelope, ctx: DispatchContext) -> Any:
     """``health``: the store's health answer."""
     return store.health()
+
+
+BASE_VERBS: Mapping[str, VerbSpec] = {
+    "describe_store": VerbSpec(run=describe_store_verb),
+    "health": VerbSpec(run=health_verb),
+}
+"""The verbs every plane has, first in its table: ``describe_store`` and ``health``."""
+
+
+def granted_scope(
+    store: object, args: Mapping[str, Any], grant: Mapping[str, str]
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """``(scope_all, scope_any)`` of a filtering verb's arguments, validated (with the
+    store's ``scope_any`` cap) and with the grant ANDed into ``scope_all``
+    (``InvalidFilter``, ``Forbidden`` on a contradicting axis)."""
+    scope_all, scope_any = validate_scope(
+        args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
+    )
+    return apply_grant(scope_all, grant), scope_any
 
 
 def record_scope_of(record: Mapping[str, Any]) -> Mapping[str, Any]:

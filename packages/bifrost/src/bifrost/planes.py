@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from bifrost.affect.dispatch import AFFECT_VERB_SPECS, affect_handshake, dispatch_affect_call
 from bifrost.affect.protocol import AffectDataStore
@@ -34,13 +34,15 @@ __all__ = [
     "plane_spec",
 ]
 
+_S = TypeVar("_S")
+
 PlaneDispatch = Callable[[Any, Envelope | Mapping[str, Any], DispatchContext], Any]
 """``(store, envelope, ctx) -> result``: transport-free dispatch of one envelope."""
 
 
 @dataclass(frozen=True)
-class PlaneSpec:
-    """One plane of the wire.
+class PlaneSpec(Generic[_S]):
+    """One plane of the wire, whose stores are ``_S`` (its ``protocol``).
 
     ``verbs``: the verb table (argument names and handler of each verb);
     ``protocol``: the runtime-checkable store protocol its app requires;
@@ -72,7 +74,7 @@ class PlaneSpec:
         return tuple(self.verbs)
 
 
-MEMORY_PLANE = PlaneSpec(
+MEMORY_PLANE: PlaneSpec[MemoryDataStore] = PlaneSpec(
     name="memory",
     verbs=MEMORY_VERB_SPECS,
     protocol=MemoryDataStore,
@@ -84,7 +86,7 @@ MEMORY_PLANE = PlaneSpec(
     gated_verbs=GATED_VERB_CAPABILITY,
 )
 
-AFFECT_PLANE = PlaneSpec(
+AFFECT_PLANE: PlaneSpec[AffectDataStore] = PlaneSpec(
     name="affect",
     verbs=AFFECT_VERB_SPECS,
     protocol=AffectDataStore,
@@ -95,14 +97,16 @@ AFFECT_PLANE = PlaneSpec(
     write_verb="put_many",
 )
 
-PLANE_SPECS: Mapping[str, PlaneSpec] = {spec.name: spec for spec in (MEMORY_PLANE, AFFECT_PLANE)}
+PLANE_SPECS: Mapping[str, PlaneSpec[Any]] = {
+    spec.name: spec for spec in (MEMORY_PLANE, AFFECT_PLANE)
+}
 """Every plane of the wire, by name."""
 
 WIRE_PLANES: tuple[str, ...] = tuple(PLANE_SPECS)
 """The names of the planes the Bifrost wire serves (VMP is not one: it has its own wire)."""
 
 
-def plane_spec(name: object) -> PlaneSpec:
+def plane_spec(name: object) -> PlaneSpec[Any]:
     """The spec of the plane called ``name``; any other value → ``ValueError``."""
     spec = PLANE_SPECS.get(name) if isinstance(name, str) else None
     if spec is None:

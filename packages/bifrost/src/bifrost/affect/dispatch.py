@@ -21,19 +21,17 @@ from bifrost.affect.protocol import AffectDataStore
 from bifrost.affect.validation import validate_key
 from bifrost.context import DispatchContext
 from bifrost.dispatch import (
+    BASE_VERBS,
     VerbSpec,
-    describe_store_verb,
     dispatch_verb,
+    granted_scope,
     guarded_write,
-    health_verb,
-    max_scope_any,
     plane_handshake,
     visible,
     visible_items,
 )
 from bifrost.envelope import Envelope
 from bifrost.errors import InvalidArguments
-from bifrost.scope import apply_grant, validate_scope
 
 __all__ = ["AFFECT_VERBS", "AFFECT_VERB_SPECS", "affect_handshake", "dispatch_affect_call"]
 
@@ -74,11 +72,9 @@ def _history(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any
 
 def _list(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     args = env.args
-    scope_all, scope_any = validate_scope(
-        args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
-    )
+    scope_all, scope_any = granted_scope(store, args, ctx.scope)
     page = store.list(
-        scope_all=apply_grant(scope_all, ctx.scope),
+        scope_all=scope_all,
         scope_any=scope_any,
         limit=args.get("limit"),
         after_key=args.get("after_key"),
@@ -94,8 +90,7 @@ def _delete_many(store: AffectDataStore, env: Envelope, ctx: DispatchContext) ->
 
 
 AFFECT_VERB_SPECS: dict[str, VerbSpec] = {
-    "describe_store": VerbSpec(run=describe_store_verb),
-    "health": VerbSpec(run=health_verb),
+    **BASE_VERBS,
     "put_many": VerbSpec(("records", "expected_revisions"), ("records",), run=_put),
     "get": VerbSpec(("key",), ("key",), run=_get),
     "get_many": VerbSpec(("keys",), ("keys",), run=_get_many),

@@ -24,12 +24,11 @@ from typing import Any
 
 from bifrost.context import DispatchContext
 from bifrost.dispatch import (
+    BASE_VERBS,
     VerbSpec,
-    describe_store_verb,
     dispatch_verb,
+    granted_scope,
     guarded_write,
-    health_verb,
-    max_scope_any,
     plane_handshake,
     visible,
 )
@@ -37,7 +36,7 @@ from bifrost.envelope import Envelope
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
 from bifrost.memory.protocol import MemoryDataStore, ScopeLookup
 from bifrost.memory.validation import record_id, validate_id
-from bifrost.scope import apply_grant, inside_grant, validate_scope
+from bifrost.scope import inside_grant
 
 __all__ = ["MEMORY_VERBS", "MEMORY_VERB_SPECS", "dispatch_memory_call", "memory_handshake"]
 
@@ -62,14 +61,11 @@ def _upsert(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
 
 def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     args = env.args
-    scope_all, scope_any = validate_scope(
-        args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any(store)
-    )
-    merged = apply_grant(scope_all, ctx.scope)
+    scope_all, scope_any = granted_scope(store, args, ctx.scope)
     rows = store.search(
         args["vector"],
         top_k=args["top_k"],
-        scope_all=merged,
+        scope_all=scope_all,
         scope_any=scope_any,
         metadata_filter=args.get("metadata_filter"),
         include=args.get("include"),
@@ -107,8 +103,7 @@ def _delete_many(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) ->
 
 
 MEMORY_VERB_SPECS: dict[str, VerbSpec] = {
-    "describe_store": VerbSpec(run=describe_store_verb),
-    "health": VerbSpec(run=health_verb),
+    **BASE_VERBS,
     "upsert_many": VerbSpec(("records", "expected_revisions"), ("records",), run=_upsert),
     "search": VerbSpec(
         (
