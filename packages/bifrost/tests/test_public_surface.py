@@ -165,6 +165,7 @@ SURFACE: dict[str, set[str]] = {
     "bifrost.client": {
         "AsyncBifrostClient",
         "BifrostClient",
+        "WriteOptions",
         "WrongBaseURL",
         "build_envelope",
         "mint_token",

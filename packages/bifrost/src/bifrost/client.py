@@ -27,7 +27,7 @@ import json
 import math
 import uuid
 from collections.abc import Awaitable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import httpx
 
@@ -37,7 +37,14 @@ from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
 from bifrost.planes import WIRE_PLANES, plane_spec
 
-__all__ = ["AsyncBifrostClient", "BifrostClient", "WrongBaseURL", "build_envelope", "mint_token"]
+__all__ = [
+    "AsyncBifrostClient",
+    "BifrostClient",
+    "WriteOptions",
+    "WrongBaseURL",
+    "build_envelope",
+    "mint_token",
+]
 
 _R = TypeVar("_R")
 _Http = TypeVar("_Http")
@@ -125,6 +132,15 @@ def _result(response: httpx.Response) -> Any:
         {},
         response.status_code,
     )
+
+
+class WriteOptions(TypedDict, total=False):
+    """The keyword arguments of a batch write. Without an ``idempotency_key`` the
+    client sends a fresh uuid4 (pass your own to make retries safe)."""
+
+    idempotency_key: str | None
+    expected_revisions: dict[str, int] | None
+    idempotency_class: str | None
 
 
 class _Verbs(Generic[_R, _Http, _Transport]):
@@ -215,47 +231,25 @@ class _Verbs(Generic[_R, _Http, _Transport]):
     def health(self) -> _R:
         return self.call("health")
 
-    def _write(
-        self,
-        verb: str,
-        records: list[dict[str, Any]],
-        idempotency_key: str | None,
-        expected_revisions: dict[str, int] | None,
-        idempotency_class: str | None,
-    ) -> _R:
+    def _write(self, verb: str, records: list[dict[str, Any]], options: WriteOptions) -> _R:
         args: dict[str, Any] = {"records": records}
-        if expected_revisions is not None:
-            args["expected_revisions"] = expected_revisions
+        expected = options.get("expected_revisions")
+        if expected is not None:
+            args["expected_revisions"] = expected
         return self.call(
             verb,
             args,
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
-            idempotency_class=idempotency_class,
+            idempotency_key=options.get("idempotency_key") or str(uuid.uuid4()),
+            idempotency_class=options.get("idempotency_class"),
         )
 
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> _R:
-        return self._write(
-            "upsert_many", records, idempotency_key, expected_revisions, idempotency_class
-        )
+    def upsert_many(self, records: list[dict[str, Any]], **options: Unpack[WriteOptions]) -> _R:
+        """The memory plane's batch write (``options``: :class:`WriteOptions`)."""
+        return self._write("upsert_many", records, options)
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> _R:
-        return self._write(
-            "put_many", records, idempotency_key, expected_revisions, idempotency_class
-        )
+    def put_many(self, records: list[dict[str, Any]], **options: Unpack[WriteOptions]) -> _R:
+        """The affect plane's batch write (``options``: :class:`WriteOptions`)."""
+        return self._write("put_many", records, options)
 
     def search(self, vector: list[float], *, top_k: int, **kwargs: Any) -> _R:
         return self.call("search", {"vector": vector, "top_k": top_k, **kwargs})
