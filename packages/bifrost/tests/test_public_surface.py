@@ -143,6 +143,7 @@ SURFACE: dict[str, set[str]] = {
     "bifrost.consumer.testing.conformance": _KIT,
     "bifrost.reference": _STORES | _KIT,
     "bifrost.jsoncodec": {"canonical_json", "json_loads_exact"},
+    "bifrost.context": {"DEFAULT_CONSUMER_ID", "DispatchContext"},
     "bifrost.idempotency": {
         "IDEMPOTENCY_CLASSES",
         "MAX_IDEMPOTENCY_KEY_CHARS",

@@ -1,5 +1,7 @@
 """Reference stores (the authoritative behaviour) and, in
-``bifrost.consumer.testing.conformance``, the pytest conformance kit."""
+``bifrost.consumer.testing.conformance``, the pytest conformance kit. Both are
+also reachable, under the name that says what they are, from
+:mod:`bifrost.reference`."""
 
 from bifrost.consumer.testing.affect_store import InMemoryAffectStore
 from bifrost.consumer.testing.memory_store import InMemoryMemoryStore
