@@ -121,9 +121,8 @@ def test_host_names() -> None:
 def test_max_scope_any_reaches_both_stores(settings: Settings) -> None:
     opened = open_planes(settings.model_copy(update={"max_scope_any": 7}), ("memory", "affect"))
     try:
-        assert opened.memory is not None
-        assert opened.affect is not None
-        assert opened.memory.max_scope_any == 7
-        assert opened.affect.max_scope_any == 7
+        assert set(opened.stores) == {"memory", "affect"}
+        assert opened.stores["memory"].max_scope_any == 7
+        assert opened.stores["affect"].max_scope_any == 7
     finally:
         opened.close()

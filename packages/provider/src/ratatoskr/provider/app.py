@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypedDict
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -25,75 +24,26 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
 from bifrost.consumer import AppHooks, BodyBudget
-from ratatoskr.affect import build_affect_provider_app
-from ratatoskr.memory import build_memory_provider_app
 from ratatoskr.provider.metrics import Metrics, metrics_endpoint, plane_files
 from ratatoskr.provider.observe import ObserveMiddleware, call_hook, known_routes
 from ratatoskr.provider.planes import OpenPlanes, open_planes
 from ratatoskr.provider.readiness import READY, PlaneProbe, plane_probes, probe_all
+from ratatoskr.provider.registry import AppParts
 from ratatoskr.provider.settings import PLANES, Plane, Settings
-from ratatoskr.vmp import build_vmp_app, is_loopback_host
 
 
-class _WireOptions(TypedDict):
-    """What the memory and affect apps take alike: the token checks and body limit."""
-
-    issuer: str
-    max_lifetime_s: float
-    leeway_s: float
-    max_body_bytes: int
-    max_json_containers: int
-    hooks: AppHooks
-
-
-def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[str, Starlette]:
-    """One Starlette app per open plane, each configured from ``settings``."""
-    apps: dict[str, Starlette] = {}
+def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[Plane, Starlette]:
+    """One Starlette app per open plane, each built by its table entry from ``settings``."""
     # One budget for the bodies in flight across every plane of this process.
     budget = BodyBudget(settings.max_inflight_body_bytes)
     heavy = threading.BoundedSemaphore(settings.max_heavy_calls)
-    wire = _WireOptions(
-        issuer=settings.issuer,
-        max_lifetime_s=settings.token_max_lifetime_s,
-        leeway_s=settings.clock_skew_s,
-        max_body_bytes=settings.max_body_bytes,
-        max_json_containers=settings.max_json_containers,
-        hooks=AppHooks(on_call=call_hook),
-    )
-    if opened.memory is not None:
-        apps["memory"] = build_memory_provider_app(
-            opened.memory,
-            settings.heimdall_key_bytes(),
-            settings.consumer_id,
-            replay_cache=opened.replay.get("memory"),
-            previous_keys=settings.heimdall_previous_keys(),
-            body_budget=budget,
-            heavy_calls=heavy,
-            **wire,
+    hooks = AppHooks(on_call=call_hook)
+    return {
+        name: plane.entry.build_app(
+            plane.store, AppParts(settings, plane.replay, hooks, budget, heavy)
         )
-    if opened.affect is not None:
-        apps["affect"] = build_affect_provider_app(
-            opened.affect,
-            settings.heimdall_key_bytes(),
-            settings.consumer_id,
-            replay_cache=opened.replay.get("affect"),
-            previous_keys=settings.heimdall_previous_keys(),
-            body_budget=budget,
-            heavy_calls=heavy,
-            **wire,
-        )
-    if opened.vmp is not None:
-        key = settings.vmp_api_key.get_secret_value() if settings.vmp_api_key else None
-        previous = settings.vmp_previous_api_key
-        apps["vmp"] = build_vmp_app(
-            opened.vmp,
-            api_key=key,
-            previous_keys=[previous.get_secret_value()] if previous and key else [],
-            allow_no_key=is_loopback_host(settings.host),
-            max_body_bytes=settings.max_body_bytes,
-            max_snapshot_bytes=settings.vmp_max_snapshot_bytes,
-        )
-    return apps
+        for name, plane in opened.served.items()
+    }
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -174,7 +124,8 @@ def build_provider_app(
     app.add_middleware(
         ObserveMiddleware,
         planes=planes,
-        vmp_routes=known_routes(apps["vmp"]) if "vmp" in apps else (),
+        verbs={name: plane.entry.verbs for name, plane in stores.served.items()},
+        routes={name: known_routes(sub) for name, sub in apps.items()},
         metrics=metrics,
     )
     return app

@@ -33,6 +33,7 @@ from ratatoskr.provider.operate import (
     run_restore,
     run_stats,
 )
+from ratatoskr.provider.registry import PLANE_TABLE
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
     PLANES,
@@ -60,6 +61,10 @@ def load_settings(dev: bool, **overrides: Any) -> Settings:
         first = exc.errors()[0]
         name = "_".join(str(p) for p in first["loc"]).upper() or "settings"
         raise ConfigError(f"RATATOSKR_{name}: {first['msg']}") from None
+
+
+# The planes whose calls carry a Heimdall token `ratatoskr token` can mint.
+TOKEN_PLANES: tuple[Plane, ...] = tuple(p for p, e in PLANE_TABLE.items() if e.takes_tokens)
 
 
 def _planes(choice: str) -> tuple[Plane, ...]:
@@ -209,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="overrides RATATOSKR_WORKERS")
     serve.set_defaults(func=cmd_serve)
     token = sub.add_parser("token", help="mint a per-dispatch token for a request body")
-    token.add_argument("--plane", choices=["memory", "affect"], required=True)
+    token.add_argument("--plane", choices=TOKEN_PLANES, required=True)
     token.add_argument("--verb", required=True)
     token.add_argument("--body", required=True, help="file holding the exact body ('-': stdin)")
     token.add_argument("--actor", default="dev", help="the `sub` claim")

@@ -13,6 +13,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from ratatoskr.provider.registry import PLANE_TABLE
 from ratatoskr.provider.settings import Settings
 
 DEV_DIR = Path("var")
@@ -35,9 +36,8 @@ def dev_settings(**overrides: Any) -> Settings:
     dev: dict[str, Any] = {"host": "127.0.0.1"}
     if base.heimdall_key is None and base.heimdall_key_file is None:
         dev["heimdall_key_file"] = ensure_dev_key()
-    for plane in ("memory", "affect", "vmp"):
-        field = f"{plane}_db"
-        if field not in base.model_fields_set:
+    for name, plane in PLANE_TABLE.items():
+        if plane.db_field not in base.model_fields_set:
             DEV_DIR.mkdir(mode=0o700, exist_ok=True)
-            dev[field] = str(DEV_DIR / f"{plane}.db")
+            dev[plane.db_field] = str(DEV_DIR / f"{name}.db")
     return base.model_copy(update=dev)

@@ -13,8 +13,11 @@ from ratatoskr.provider.planes import (
     db_setting,
     fixed_keys,
     inspect_postgres,
+    key_problem,
+    keys_of,
 )
-from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn, redact_dsn
+from ratatoskr.provider.registry import Key
+from ratatoskr.provider.settings import Plane, Settings, is_dsn, redact_dsn
 from ratatoskr.sqlite import (
     MEMORY_PATH,
     StorageError,
@@ -22,7 +25,6 @@ from ratatoskr.sqlite import (
     inspect_database,
     sqlite_vec_version,
 )
-from ratatoskr.vmp import is_loopback_host
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -85,23 +87,22 @@ def _postgres(settings: Settings, plane: Plane) -> list[Check]:
     return [Check(name, OK, detail)]
 
 
-def _heimdall_key(settings: Settings) -> Check:
-    try:
-        settings.heimdall_key_bytes()
-    except ConfigError as exc:
-        return Check("heimdall key", FAIL, str(exc))
-    if settings.heimdall_key_file is not None:
-        mode = stat.S_IMODE(settings.heimdall_key_file.stat().st_mode)
-        return Check("heimdall key", OK, f"file {settings.heimdall_key_file} (mode {mode:o})")
-    return Check("heimdall key", OK, "from RATATOSKR_HEIMDALL_KEY")
-
-
-def _vmp_key(settings: Settings) -> Check:
+def _key(settings: Settings, key: Key) -> Check:
+    """The preflight's verdict on ``key`` (``planes.key_problem``), with what was found."""
+    name = key.value
+    problem = key_problem(settings, key)
+    if key is Key.HEIMDALL:
+        if problem is not None:
+            return Check(name, FAIL, problem)
+        if settings.heimdall_key_file is not None:
+            mode = stat.S_IMODE(settings.heimdall_key_file.stat().st_mode)
+            return Check(name, OK, f"file {settings.heimdall_key_file} (mode {mode:o})")
+        return Check(name, OK, "from RATATOSKR_HEIMDALL_KEY")
+    if problem is not None:
+        return Check(name, FAIL, "unset while RATATOSKR_HOST is not loopback")
     if settings.vmp_api_key is not None:
-        return Check("vmp api key", OK, "set")
-    if is_loopback_host(settings.host):
-        return Check("vmp api key", WARN, "unset: VMP serves unauthenticated on loopback only")
-    return Check("vmp api key", FAIL, "unset while RATATOSKR_HOST is not loopback")
+        return Check(name, OK, "set")
+    return Check(name, WARN, "unset: VMP serves unauthenticated on loopback only")
 
 
 def run_doctor(settings: Settings, planes: tuple[Plane, ...], *, out: TextIO) -> int:
@@ -109,10 +110,7 @@ def run_doctor(settings: Settings, planes: tuple[Plane, ...], *, out: TextIO) ->
     checks = _driver()
     for plane in planes:
         checks += _database(settings, plane)
-    if "memory" in planes or "affect" in planes:
-        checks.append(_heimdall_key(settings))
-    if "vmp" in planes:
-        checks.append(_vmp_key(settings))
+    checks += [_key(settings, key) for key in keys_of(planes)]
     width = max(len(c.name) for c in checks)
     out.write(f"{'check'.ljust(width)}  status  detail\n")
     for c in checks:

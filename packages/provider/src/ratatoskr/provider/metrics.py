@@ -30,6 +30,7 @@ stay in the sum (its files are kept), so counters never go backwards.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -119,11 +120,14 @@ class Metrics:
         own = None if multiprocess_dir else CollectorRegistry(auto_describe=True)
         self._own = own
         self._files = _FileCollector(files or {}, counts or {})
-        self.requests = Counter(
+
+        def counter(name: str, documentation: str, labels: list[str]) -> Counter:
+            return Counter(name, documentation, labels, registry=own)
+
+        self.requests = counter(
             "ratatoskr_requests",
             "Requests by plane, verb, HTTP status and outcome code.",
             ["plane", "verb", "status", "code"],
-            registry=own,
         )
         self.duration = Histogram(
             "ratatoskr_request_duration_seconds",
@@ -132,23 +136,20 @@ class Metrics:
             buckets=_BUCKETS,
             registry=own,
         )
-        self.token_replays = Counter(
+        self.token_replays = counter(
             "ratatoskr_token_replays",
             "Calls refused because their token was already used.",
             ["plane"],
-            registry=own,
         )
-        self.idempotent_replays = Counter(
+        self.idempotent_replays = counter(
             "ratatoskr_idempotent_replays",
             "Writes answered from the idempotency ledger (replayed: true).",
             ["plane", "verb"],
-            registry=own,
         )
-        self.conflicts = Counter(
+        self.conflicts = counter(
             "ratatoskr_conflicts",
             "Calls answered 409 (idempotency conflict, revision mismatch).",
             ["plane", "code"],
-            registry=own,
         )
         if own is not None:
             own.register(self._files)
@@ -194,11 +195,11 @@ def plane_files(
         for p in planes
         if settings.db_path(p) != MEMORY_PATH and not is_dsn(settings.db_path(p))
     }
-    counts: dict[str, Callable[[], int]] = {}
-    if opened.memory is not None:
-        counts["memory"] = opened.memory.count
-    if opened.vmp is not None:
-        counts["vmp"] = opened.vmp.record_count
+    counts: dict[str, Callable[[], int]] = {
+        name: functools.partial(count, plane.store)
+        for name, plane in opened.served.items()
+        if (count := plane.entry.count) is not None
+    }
     return files, counts
 
 

@@ -27,16 +27,14 @@ import json
 import logging
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bifrost.affect import AFFECT_VERBS
 from bifrost.consumer import CallRecord
 from bifrost.errors import loggable_id
-from bifrost.memory import MEMORY_VERBS
 from ratatoskr.provider.metrics import Metrics
 
 __all__ = ["CALL_FIELDS", "JsonFormatter", "ObserveMiddleware", "call_hook", "log_config"]
@@ -44,10 +42,6 @@ __all__ = ["CALL_FIELDS", "JsonFormatter", "ObserveMiddleware", "call_hook", "lo
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 CALL_FIELDS = "ratatoskr_call"  # the LogRecord attribute holding a call line's fields
 _log = logging.getLogger("ratatoskr.request")
-_KNOWN_VERBS = {
-    "memory": frozenset(MEMORY_VERBS) | {"handshake"},
-    "affect": frozenset(AFFECT_VERBS) | {"handshake"},
-}
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.]{0,63}")
 _REASON = re.compile(r"[ -~]{1,120}")  # printable ASCII, one line
 # Answers read back for their error message or "replayed" flag are small.
@@ -166,13 +160,17 @@ class ObserveMiddleware:
         app: ASGIApp,
         *,
         planes: tuple[str, ...],
-        vmp_routes: Collection[str],
+        verbs: Mapping[str, Collection[str] | None],
+        routes: Mapping[str, Collection[str]],
         metrics: Metrics | None,
         top_level: Collection[str] = ("/healthz", "/readyz", "/metrics"),
     ) -> None:
+        """``verbs``: each Bifrost plane's verbs (the ``verb`` label); a plane whose
+        verbs are None is labelled by its route template, from ``routes``."""
         self.app = app
         self._planes = planes
-        self._vmp_routes = frozenset(vmp_routes)
+        self._verbs = {p: frozenset(v) for p, v in verbs.items() if v is not None}
+        self._routes = {p: frozenset(routes.get(p, ())) for p, v in verbs.items() if v is None}
         self._metrics = metrics
         self._top = frozenset(top_level)
         hold = logging.getLogger("bifrost.consumer")
@@ -208,7 +206,8 @@ class ObserveMiddleware:
                 status = int(message["status"])
                 length = _content_length(message)
                 peeking = plane is not None and (
-                    status >= 400 or (plane != "vmp" and length is not None and length <= 2048)
+                    status >= 400
+                    or (plane not in self._routes and length is not None and length <= 2048)
                 )
             elif message["type"] == "http.response.body" and peeking and len(peek) < _PEEK_BYTES:
                 peek.extend(message.get("body", b"")[: _PEEK_BYTES - len(peek)])
@@ -235,8 +234,9 @@ class ObserveMiddleware:
         answer = _peek(body) if body else {}
         code, message = _error_of(answer) if status >= 400 else (None, None)
         record = call.record
-        if plane == "vmp":
-            verb = inner if inner in self._vmp_routes else "other"
+        routes = self._routes.get(plane)
+        if routes is not None:
+            verb = inner if inner in routes else "other"
             call_id = None
         else:
             verb = "other"
@@ -244,13 +244,13 @@ class ObserveMiddleware:
                 # bifrost reports the verb as safe_name() renders it: quoted.
                 named = "handshake" if record.route == "handshake" else record.verb
                 named = named.strip("'") if named is not None else None
-                if named in _KNOWN_VERBS.get(plane, ()):
+                if named in self._verbs.get(plane, ()):
                     verb = str(named)
                 code = record.error_code or code
             call_id = loggable_id(record.call_id) if record is not None else None
         outcome = "ok" if status < 400 else (code or f"http_{status}")
         reason = message if status == 401 else None
-        if reason is None and status == 401 and plane == "vmp":
+        if reason is None and status == 401 and routes is not None:
             reason = "api key missing or wrong"  # VMP's 401 has no body: one check
         result = answer.get("result") if status == 200 else None
         replayed = isinstance(result, dict) and result.get("replayed") is True
@@ -275,7 +275,7 @@ class ObserveMiddleware:
             extra = {CALL_FIELDS: fields}
             template = "%s call plane=%s verb=%s status=%d code=%s duration_ms=%.1f"
             args: tuple[Any, ...] = (
-                "vmp" if plane == "vmp" else "request",
+                plane if routes is not None else "request",
                 plane,
                 verb,
                 status,

@@ -3,7 +3,7 @@
 The SQLite mechanics live in ``ratatoskr.sqlite`` (``backup``, ``inuse``,
 ``stats``); this module adds what only the provider knows — which file a plane
 is configured to use, the schema version this release migrates each plane to,
-the fixed setting each plane's file records (``planes._FIXED``) — and turns
+the fixed setting each plane's file records (all from ``registry.PLANE_TABLE``) — and turns
 every refusal into one line naming the setting or flag at fault.
 
 The replay cache beside a plane file (``<db>.replay``) is neither backed up
@@ -20,10 +20,8 @@ import os
 from dataclasses import asdict
 from typing import Any, TextIO
 
-from ratatoskr.affect import schema as affect_schema
-from ratatoskr.memory import compact_memory_file
-from ratatoskr.memory import schema as memory_schema
-from ratatoskr.provider.planes import _FIXED, TOKEN_PLANES, db_setting
+from ratatoskr.provider.planes import db_setting
+from ratatoskr.provider.registry import PLANE_TABLE, entry
 from ratatoskr.provider.settings import (
     PLANES,
     ConfigError,
@@ -43,12 +41,10 @@ from ratatoskr.sqlite import (
     StorageError,
     StorageUnavailable,
     backup_database,
-    compact_database,
     database_stats,
     replay_path,
     restore_database,
 )
-from ratatoskr.vmp import schema as vmp_schema
 
 __all__ = [
     "OperationFailed",
@@ -59,11 +55,9 @@ __all__ = [
     "run_stats",
 ]
 
-# The planes a backup or restore covers; VMP has its own snapshot endpoints.
-BACKUP_PLANES: tuple[Plane, ...] = ("memory", "affect")
-_VMP_HINT = (
-    "--plane vmp: VMP is backed up with its snapshot (GET /vmp/v1/snapshot/download) "
-    "and restored with POST /vmp/v1/snapshot/upload"
+# The planes a backup or restore covers (the others name what to use instead).
+BACKUP_PLANES: tuple[Plane, ...] = tuple(
+    name for name, plane in PLANE_TABLE.items() if plane.backup_hint is None
 )
 
 
@@ -71,29 +65,19 @@ class OperationFailed(Exception):
     """The command was valid but the work failed (a full disk, an I/O error)."""
 
 
-def _newest_version(settings: Settings, plane: Plane) -> int:
-    """The schema version this release migrates ``plane``'s file to."""
-    if plane == "memory":
-        return len(memory_schema.migrations(settings.memory_embedding_dim))
-    if plane == "affect":
-        return len(affect_schema.MIGRATIONS)
-    return len(vmp_schema.MIGRATIONS)
-
-
 def plane_file(settings: Settings, plane: Plane) -> PlaneFile:
     """What a sound file of ``plane`` is under ``settings``: the newest schema version
     this release knows, and the fixed setting with the variable that sets it."""
-    meta = {}
-    fixed = _FIXED.get(plane)
-    if fixed is not None:
-        key, attribute, variable = fixed
-        meta[key] = MetaSetting(str(getattr(settings, attribute)), variable)
-    return PlaneFile(plane, _newest_version(settings, plane), meta)
+    described = entry(plane)
+    fixed = described.fixed
+    meta = {fixed.key: MetaSetting(fixed.wanted(settings), fixed.variable)} if fixed else {}
+    return PlaneFile(plane, described.newest_version(settings), meta)
 
 
 def _database_file(settings: Settings, plane: Plane, doing: str) -> str:
-    if plane not in BACKUP_PLANES:
-        raise ConfigError(_VMP_HINT)
+    hint = entry(plane).backup_hint
+    if hint is not None:
+        raise ConfigError(hint)
     path = settings.db_path(plane)
     if path == MEMORY_PATH:
         raise ConfigError(f"{db_setting(plane)} is {MEMORY_PATH}: there is no file to {doing}")
@@ -176,7 +160,7 @@ def run_restore(settings: Settings, plane: Plane, source: str, *, out: TextIO) -
         raise ConfigError(f"{setting}: the directory of {target} does not exist")
     expected = plane_file(settings, plane)
     # The replay cache is claimed too: a provider has it open whenever it serves the plane.
-    also = [replay_path(target)] if plane in TOKEN_PLANES else []
+    also = [replay_path(target)] if entry(plane).takes_tokens else []
     try:
         result = restore_database(source, target, expected, also_claim=also)
     except InvalidBackup as exc:
@@ -216,10 +200,10 @@ def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, di
             report[plane] = {"path": redact_dsn(path), "exists": False, "postgresql": True}
             continue
         try:
-            entry = _stats_dict(database_stats(path, plane=plane))
-            if plane in TOKEN_PLANES:
+            figures = _stats_dict(database_stats(path, plane=plane))
+            if entry(plane).takes_tokens:
                 replay = database_stats(replay_path(path), plane="replay")
-                entry["replay"] = {
+                figures["replay"] = {
                     "path": replay.path,
                     "exists": replay.exists,
                     "file_bytes": replay.file_bytes,
@@ -227,8 +211,8 @@ def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, di
                     "entries": sum(t.rows for t in replay.tables if t.name == "replay_jti"),
                 }
         except StorageError as exc:
-            entry = {"path": path, "error": exc.message}
-        report[plane] = entry
+            figures = {"path": path, "error": exc.message}
+        report[plane] = figures
     return report
 
 
@@ -329,10 +313,7 @@ def run_compact(
         if path == MEMORY_PATH or is_dsn(path):  # PostgreSQL reclaims space itself
             continue
         try:
-            if plane == "memory":  # sqlite-vec never reuses a deleted vector's slot
-                report = compact_memory_file(path, full=full, vectors=vectors)
-            else:
-                report = compact_database(path, plane=plane, full=full)
+            report = entry(plane).compact(path, full=full, vectors=vectors)
         except (ForeignDatabase, StorageUnavailable) as exc:
             raise ConfigError(f"{db_setting(plane)}: {path}: {exc.message}") from None
         except StorageError as exc:

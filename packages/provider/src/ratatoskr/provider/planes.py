@@ -7,19 +7,18 @@ naming it and no database file is created or changed.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bifrost.auth import InMemoryReplayCache, ReplayCache
 from ratatoskr import postgres as pg
-from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
-from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
-from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.postgres.migrations import recorded_planes
 from ratatoskr.postgres.replay import REPLAY_PLANE
+from ratatoskr.provider.registry import Key, PlaneEntry, entry
 from ratatoskr.provider.settings import (
     ConfigError,
     Plane,
@@ -36,64 +35,63 @@ from ratatoskr.sqlite import (
     inspect_database,
     replay_path,
 )
-from ratatoskr.vmp import VmpStore, is_loopback_host, open_vmp_store
-
-# The setting fixed in each plane's file when it is created: (meta key, value getter, env name).
-_FIXED = {
-    "memory": ("embedding_dim", "memory_embedding_dim", "RATATOSKR_MEMORY_EMBEDDING_DIM"),
-    "vmp": ("dim", "vmp_dim", "RATATOSKR_VMP_DIM"),
-}
+from ratatoskr.vmp import is_loopback_host
 
 
-def fixed_keys(plane: str) -> list[str]:
+def fixed_keys(plane: Plane) -> list[str]:
     """The meta keys fixed in ``plane``'s file when it is created."""
-    fixed = _FIXED.get(plane)
-    return [fixed[0]] if fixed else []
+    fixed = entry(plane).fixed
+    return [fixed.key] if fixed else []
 
 
-def db_setting(plane: str) -> str:
-    return f"RATATOSKR_{plane.upper()}_DB"
+def db_setting(plane: Plane) -> str:
+    """The environment variable of ``plane``'s database."""
+    return entry(plane).db_setting
 
 
-# The planes whose calls carry a Heimdall token, so they need a replay cache.
-TOKEN_PLANES: tuple[Plane, ...] = ("memory", "affect")
-
-# The PostgreSQL schema of each plane served from a DSN (one database per deployment:
-# two deployments on one server use two databases). The plane's replay cache lives
-# in the same schema (table ``replay_jti``).
-PG_SCHEMAS: dict[str, str] = {"memory": "ratatoskr_memory", "affect": "ratatoskr_affect"}
 # One pool per plane per process, shared by its store and its replay cache; size
 # processes x planes x max_size below the server's max_connections (100 by default).
 PG_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
 
-MemoryStore = RatatoskrMemoryStore | PostgresMemoryStore
-AffectStore = RatatoskrAffectStore | PostgresAffectStore
+
+@dataclass
+class ServedPlane:
+    """One open plane: its table entry, its store, what ``/readyz`` reads through it,
+    and its replay cache (a plane that takes Heimdall tokens)."""
+
+    entry: PlaneEntry[Any]
+    store: Any
+    replay: ReplayCache | None = None
+
+    def read(self) -> object:
+        """A read through the store (``/readyz``); raises whatever the store raises."""
+        return self.entry.read(self.store)
 
 
 @dataclass
 class OpenPlanes:
-    """The stores a provider serves (None for a plane it does not serve), and the
-    replay cache of each plane that takes Heimdall tokens."""
+    """The planes a provider serves, in the order they were opened."""
 
-    memory: MemoryStore | None = None
-    affect: AffectStore | None = None
-    vmp: VmpStore | None = None
-    replay: dict[str, ReplayCache] = field(default_factory=dict)
+    served: dict[Plane, ServedPlane] = field(default_factory=dict)
     # Connection pools of the planes served from PostgreSQL (closed last).
     pools: list[pg.Pool] = field(default_factory=list)
     closed: bool = field(default=False, init=False)
 
+    @property
+    def stores(self) -> dict[Plane, Any]:
+        """Each open plane's store."""
+        return {name: plane.store for name, plane in self.served.items()}
+
     def close(self) -> None:
-        """Close every open store and replay cache; idempotent."""
+        """Close every open store and replay cache, then the pools; idempotent."""
         if self.closed:
             return
         self.closed = True
-        for store in (self.memory, self.affect, self.vmp):
-            if store is not None:
-                store.close()
-        for cache in self.replay.values():
-            if isinstance(cache, SqliteReplayCache | pg.PostgresReplayCache):
-                cache.close()
+        for plane in self.served.values():
+            plane.store.close()
+        for plane in self.served.values():
+            if isinstance(plane.replay, SqliteReplayCache | pg.PostgresReplayCache):
+                plane.replay.close()
         for pool in self.pools:
             pool.close()
 
@@ -116,10 +114,11 @@ def database_problems(settings: Settings, plane: Plane) -> list[str]:
         return []
     if is_dsn(path):
         return inspect_postgres(settings, plane).problems
-    setting = db_setting(plane)
+    plane_entry = entry(plane)
+    setting = plane_entry.db_setting
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
         return [f"{setting}: {path} is not readable and writable"]
-    fixed = _FIXED.get(plane)
+    fixed = plane_entry.fixed
     try:
         report = inspect_database(path, plane=plane, keys=fixed_keys(plane))
     except StorageError as exc:
@@ -128,7 +127,7 @@ def database_problems(settings: Settings, plane: Plane) -> list[str]:
         return []
     problems = []
     siblings = [path, f"{path}-wal", f"{path}-shm"]
-    if plane in TOKEN_PLANES:
+    if plane_entry.takes_tokens:
         siblings.append(replay_path(path))
     for name in siblings:
         if os.path.exists(name) and os.stat(name).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -142,13 +141,15 @@ def database_problems(settings: Settings, plane: Plane) -> list[str]:
             f"{setting}: {path} holds the {foreign[0]} plane's data; each plane needs its own file"
         )
     if fixed:
-        stored = report.meta.get(fixed[0])
-        wanted = str(getattr(settings, fixed[1]))
+        stored = report.meta.get(fixed.key)
+        wanted = fixed.wanted(settings)
         if stored is not None and stored != wanted:
-            problems.append(f"{fixed[2]}={wanted}, but {path} was created with {fixed[0]}={stored}")
+            problems.append(
+                f"{fixed.variable}={wanted}, but {path} was created with {fixed.key}={stored}"
+            )
     if report.integrity != "ok":
         problems.append(f"{setting}: {path} fails SQLite's integrity check")
-    if plane in TOKEN_PLANES:
+    if plane_entry.takes_tokens:
         replay = replay_path(path)
         if os.path.exists(replay) and not os.access(replay, os.R_OK | os.W_OK):
             problems.append(f"{setting}: {replay} is not readable and writable")
@@ -170,10 +171,13 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
     """Read-only checks of ``plane``'s DSN: the server answers, pgvector is installed (or
     installable), the schema holds this plane only, and its fixed setting matches. The
     messages name the setting and the DSN with its password redacted. Raises nothing."""
-    dsn = settings.db_path(plane)
-    setting, shown, schema = db_setting(plane), redact_dsn(dsn), PG_SCHEMAS[plane]
+    dsn, plane_entry = settings.db_path(plane), entry(plane)
+    setting, shown = plane_entry.db_setting, redact_dsn(dsn)
     report = PostgresReport()
-    fixed = _FIXED.get(plane)
+    if plane_entry.postgres is None:  # the settings refuse such a DSN already
+        report.problems.append(f"{setting}: {plane_entry.dsn_refused}")
+        return report
+    schema, fixed = plane_entry.postgres.schema, plane_entry.fixed
 
     def look(cur: Any) -> None:
         cur.execute("SHOW server_version")
@@ -196,14 +200,14 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
                 f"{setting}: schema {schema} holds the {foreign[0]} plane's data"
             )
         if fixed:
-            stored = pg.read_meta(cur, schema, fixed[0])
+            stored = pg.read_meta(cur, schema, fixed.key)
             if stored is not None:
-                report.meta[fixed[0]] = stored
-                wanted = str(getattr(settings, fixed[1]))
+                report.meta[fixed.key] = stored
+                wanted = fixed.wanted(settings)
                 if stored != wanted:
                     report.problems.append(
-                        f"{fixed[2]}={wanted}, but schema {schema} at {shown} was created "
-                        f"with {fixed[0]}={stored}"
+                        f"{fixed.variable}={wanted}, but schema {schema} at {shown} was created "
+                        f"with {fixed.key}={stored}"
                     )
 
     try:
@@ -225,15 +229,33 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
     return report
 
 
+def key_problem(settings: Settings, key: Key) -> str | None:
+    """What is wrong with ``key`` under ``settings``, one line naming the setting, or None.
+    Raises nothing."""
+    if key is Key.HEIMDALL:
+        try:
+            settings.heimdall_key_bytes()
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    if settings.vmp_api_key is None and not is_loopback_host(settings.host):
+        return "RATATOSKR_VMP_API_KEY: required when RATATOSKR_HOST is not a loopback address"
+    return None
+
+
+def keys_of(planes: tuple[Plane, ...]) -> list[Key]:
+    """The keys guarding ``planes``, each once, in ``Key``'s order."""
+    wanted = {entry(plane).key for plane in planes}
+    return [key for key in Key if key in wanted]
+
+
 def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:
     """Every check that needs no write. Raises ConfigError naming the setting."""
     validate_layout(settings, planes)
-    if "memory" in planes or "affect" in planes:
-        settings.heimdall_key_bytes()
-    if "vmp" in planes and settings.vmp_api_key is None and not is_loopback_host(settings.host):
-        raise ConfigError(
-            "RATATOSKR_VMP_API_KEY: required when RATATOSKR_HOST is not a loopback address"
-        )
+    for key in keys_of(planes):
+        problem = key_problem(settings, key)
+        if problem is not None:
+            raise ConfigError(problem)
     for plane in planes:
         problems = database_problems(settings, plane)
         if problems:
@@ -249,16 +271,8 @@ def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
     opened = OpenPlanes()
     try:
         for plane in planes:
-            if is_dsn(settings.db_path(plane)):
-                _open_postgres(settings, plane, opened)
-                continue
-            _open_one(settings, plane, opened)
-            if plane in TOKEN_PLANES:
-                opened.replay[plane] = open_replay_cache(settings.db_path(plane))
-    except (SchemaMismatch, pg.SchemaMismatch) as exc:
-        opened.close()
-        raise ConfigError(f"{db_setting(plane)}: {exc.message}") from None
-    except (StorageError, pg.StorageError) as exc:
+            opened.served[plane] = _open(settings, entry(plane), opened)
+    except (SchemaMismatch, pg.SchemaMismatch, StorageError, pg.StorageError) as exc:
         opened.close()
         raise ConfigError(f"{db_setting(plane)}: {exc.message}") from None
     except BaseException:
@@ -267,50 +281,25 @@ def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
     return opened
 
 
-def _open_one(settings: Settings, plane: Plane, opened: OpenPlanes) -> Any:
-    path = settings.db_path(plane)
-    if plane == "memory":
-        opened.memory = open_memory_store(
-            path,
-            embedding_dim=settings.memory_embedding_dim,
-            max_batch=settings.max_batch,
-            max_top_k=settings.max_top_k,
-            max_scope_any=settings.max_scope_any,
-        )
-    elif plane == "affect":
-        opened.affect = open_affect_store(
-            path,
-            max_batch=settings.max_batch,
-            max_page=settings.max_page,
-            max_scope_any=settings.max_scope_any,
-        )
+def _open(settings: Settings, plane: PlaneEntry[Any], opened: OpenPlanes) -> ServedPlane:
+    """Open ``plane``'s store (and its replay cache when it takes tokens): from a
+    PostgreSQL DSN on one new pool per process (each worker opens its own, after
+    the fork) shared by the store and the cache, else from its file."""
+    path = settings.db_path(plane.name)
+    replay_cache: Callable[[], ReplayCache]
+    if is_dsn(path):
+        if plane.postgres is None:  # the settings refuse such a DSN already
+            raise ConfigError(f"{plane.db_setting}: {plane.dsn_refused}")
+        pool = pg.open_pool(path, PG_POOL)
+        opened.pools.append(pool)
+        schema = plane.postgres.schema
+        store = plane.postgres.open(pool, schema, settings)
+        replay_cache = functools.partial(pg.PostgresReplayCache, pool, schema=schema)
     else:
-        opened.vmp = open_vmp_store(
-            path, dim=settings.vmp_dim, max_records=settings.vmp_max_records
-        )
-
-
-def _open_postgres(settings: Settings, plane: Plane, opened: OpenPlanes) -> None:
-    """Open ``plane``'s PostgreSQL store and replay cache on one new pool (one per
-    process: each worker opens its own, after the fork)."""
-    schema = PG_SCHEMAS[plane]
-    pool = pg.open_pool(settings.db_path(plane), PG_POOL)
-    opened.pools.append(pool)
-    if plane == "memory":
-        opened.memory = open_postgres_memory_store(
-            pool,
-            embedding_dim=settings.memory_embedding_dim,
-            schema=schema,
-            max_batch=settings.max_batch,
-            max_top_k=settings.max_top_k,
-            max_scope_any=settings.max_scope_any,
-        )
-    else:
-        opened.affect = open_postgres_affect_store(
-            pool,
-            schema=schema,
-            max_batch=settings.max_batch,
-            max_page=settings.max_page,
-            max_scope_any=settings.max_scope_any,
-        )
-    opened.replay[plane] = pg.PostgresReplayCache(pool, schema=schema)
+        store = plane.open_file(path, settings)
+        replay_cache = functools.partial(open_replay_cache, path)
+    try:
+        return ServedPlane(plane, store, replay_cache() if plane.takes_tokens else None)
+    except BaseException:
+        store.close()
+        raise

@@ -6,7 +6,8 @@ opened (and ``/healthz`` touches nothing at all). So for each plane the probe
 checks that the configured path still names the file that was opened (device
 and inode, recorded when the app was built — the check the stores make before
 every write), that it is readable and writable, then reads through the plane's
-own store (its schema version, or VMP's counters) and asks its replay cache
+own store (what its entry in ``registry.PLANE_TABLE`` reads: the file's schema
+version, a round trip to PostgreSQL, VMP's counters) and asks its replay cache
 whether it has seen a token (``seen()``, a read of that file, whose path is
 checked the same way). The answer names each plane with ``ready`` or what
 failed — never a path, a count or anything stored.
@@ -21,8 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bifrost.auth import ReplayCache
-from ratatoskr.affect.postgres import PostgresAffectStore
-from ratatoskr.memory.postgres import PostgresMemoryStore
 from ratatoskr.provider.planes import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
@@ -87,17 +86,10 @@ def plane_probes(
     after the stores are opened)."""
     probes = []
     for plane in planes:
-        read: Callable[[], object]
-        store = opened.memory if plane == "memory" else opened.affect if plane == "affect" else None
-        if isinstance(store, PostgresMemoryStore | PostgresAffectStore):
-            read = store.health  # a round trip to the server
-        elif store is not None:
-            read = store.database.schema_version
-        elif plane == "vmp" and opened.vmp is not None:
-            read = opened.vmp.record_count
-        else:
+        served = opened.served.get(plane)
+        if served is None:
             continue
-        probe = PlaneProbe(plane, read, replay=opened.replay.get(plane))
+        probe = PlaneProbe(plane, served.read, replay=served.replay)
         path = settings.db_path(plane)
         if path != MEMORY_PATH and not is_dsn(path):
             probe.files.append(_File("database", path, _identity(path)))

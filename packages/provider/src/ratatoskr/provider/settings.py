@@ -18,10 +18,21 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ratatoskr.provider.registry import PLANE_TABLE, PLANES, Plane, entry
 from ratatoskr.sqlite import same_file
 
-Plane = Literal["memory", "affect", "vmp"]
-PLANES: tuple[Plane, ...] = ("memory", "affect", "vmp")
+__all__ = [
+    "PLANES",
+    "ConfigError",
+    "Plane",
+    "Settings",
+    "is_dsn",
+    "read_key_file",
+    "redact_dsn",
+    "unknown_variables",
+    "validate_layout",
+]
+
 # RFC 7518 §3.2: an HS256 key has at least as many bytes as the hash output.
 MIN_HEIMDALL_KEY_BYTES = 32
 MIN_VMP_KEY_CHARS = 16
@@ -199,17 +210,14 @@ class Settings(BaseSettings):
         "on a loopback listener and refused (403) on any other.",
     )
 
-    @field_validator("memory_db", "affect_db", "vmp_db")
+    @field_validator(*(e.db_field for e in PLANE_TABLE.values()))
     @classmethod
     def _a_plain_path(cls, value: str, info: ValidationInfo) -> str:
         if is_dsn(value):
-            if info.field_name == "vmp_db":
+            plane = next(e for e in PLANE_TABLE.values() if e.db_field == info.field_name)
+            if plane.postgres is None:
                 # Refused before pydantic can echo the value (and its password).
-                raise PydanticCustomError(
-                    "vmp_dsn",
-                    "VMP stays on SQLite: its determinism needs one global sequence and "
-                    "byte-identical snapshots; give a file path",
-                )
+                raise PydanticCustomError(f"{plane.name}_dsn", plane.dsn_refused)
             return value
         # A URI's parameters (shared cache, vfs, a relative path resolved elsewhere) put
         # two planes in one file and defeated the deleted-file guard.
@@ -233,8 +241,9 @@ class Settings(BaseSettings):
         return self
 
     def db_path(self, plane: Plane) -> str:
-        """The database file configured for ``plane``."""
-        return {"memory": self.memory_db, "affect": self.affect_db, "vmp": self.vmp_db}[plane]
+        """The database file (or DSN) configured for ``plane``. Raises KeyError for a
+        name that is no plane."""
+        return str(getattr(self, entry(plane).db_field))
 
     def heimdall_key_bytes(self) -> bytes:
         """The Heimdall key, from the setting or the key file.
@@ -345,10 +354,10 @@ def validate_layout(settings: Settings, planes: tuple[Plane, ...]) -> None:
         for b in files[i + 1 :]:
             if same_file(settings.db_path(a), settings.db_path(b)):
                 raise ConfigError(
-                    f"RATATOSKR_{a.upper()}_DB and RATATOSKR_{b.upper()}_DB name the same "
+                    f"{entry(a).db_setting} and {entry(b).db_setting} name the same "
                     "file; each plane needs its own database file"
                 )
     for plane in files:
         path = settings.db_path(plane)
         if path != ":memory:" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ConfigError(f"RATATOSKR_{plane.upper()}_DB: directory of {path} does not exist")
+            raise ConfigError(f"{entry(plane).db_setting}: directory of {path} does not exist")

@@ -1,0 +1,318 @@
+"""Every plane the provider serves, described once, as data: ``PLANE_TABLE``.
+
+A ``PlaneEntry`` says everything the rest of the provider needs to know of a
+plane: its database setting, the setting fixed in its file when it is created,
+how its store opens (from a SQLite path and, when it supports one, from a
+PostgreSQL pool in its schema), how its app is built, which key guards it (a
+plane guarded by the Heimdall key takes tokens, so it has a replay cache), how
+many migrations this release applies to its file, how its file is compacted,
+what ``/readyz`` reads through it and what ``/metrics`` counts in it. Settings,
+preflight, ``doctor``, the app, ``--dev``, the operator commands, readiness,
+metrics, logging and the command line read this table and nothing else, so
+adding a plane adds one entry here (and the ``Settings`` fields it names).
+
+This module knows the planes' packages; it must not import the provider's
+other modules at run time (``settings`` reads it).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
+
+from starlette.applications import Starlette
+
+from bifrost.affect import AFFECT_VERBS
+from bifrost.auth import ReplayCache
+from bifrost.consumer import AppHooks, BodyBudget
+from bifrost.memory import MEMORY_VERBS
+from ratatoskr import postgres as pg
+from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.affect import schema as affect_schema
+from ratatoskr.affect.app import build_affect_plane_app
+from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
+from ratatoskr.memory import RatatoskrMemoryStore, compact_memory_file, open_memory_store
+from ratatoskr.memory import schema as memory_schema
+from ratatoskr.memory.app import build_memory_plane_app
+from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from ratatoskr.sqlite import CompactReport, compact_database
+from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
+from ratatoskr.vmp import schema as vmp_schema
+
+if TYPE_CHECKING:
+    from ratatoskr.provider.settings import Settings
+
+__all__ = [
+    "PLANES",
+    "PLANE_TABLE",
+    "AppParts",
+    "FixedSetting",
+    "Key",
+    "Plane",
+    "PlaneEntry",
+    "PostgresBackend",
+    "entry",
+]
+
+# A plane's name: a key of PLANE_TABLE (the command line offers exactly those).
+Plane = str
+
+S = TypeVar("S")
+
+
+class Key(enum.Enum):
+    """The key that guards a plane (the value is how ``doctor`` names it)."""
+
+    HEIMDALL = "heimdall key"  # per-call JWTs: the plane takes tokens and has a replay cache
+    VMP = "vmp api key"  # a bearer key; may be unset on a loopback listener
+
+
+@dataclass(frozen=True)
+class FixedSetting:
+    """A setting recorded in a plane's file (or schema) when it is created: a later
+    different value is refused, by the preflight and by ``doctor``."""
+
+    key: str  # the meta key in the file
+    attribute: str  # the Settings field
+
+    @property
+    def variable(self) -> str:
+        """The environment variable that sets it."""
+        return f"RATATOSKR_{self.attribute.upper()}"
+
+    def wanted(self, settings: Settings) -> str:
+        """The value ``settings`` asks for, as the file records it."""
+        return str(getattr(settings, self.attribute))
+
+
+@dataclass(frozen=True)
+class PostgresBackend(Generic[S]):
+    """How a plane opens from a PostgreSQL pool: its fixed schema (its replay cache
+    lives there too) and the opener."""
+
+    schema: str
+    open: Callable[[pg.Pool, str, Settings], S]
+
+
+@dataclass(frozen=True)
+class AppParts:
+    """What a plane's app is built from besides its store: the settings, the plane's
+    replay cache (token planes) and what every plane of the process shares."""
+
+    settings: Settings
+    replay_cache: ReplayCache | None
+    hooks: AppHooks
+    body_budget: BodyBudget
+    heavy_calls: threading.Semaphore
+
+
+@dataclass(frozen=True)
+class PlaneEntry(Generic[S]):
+    """One plane, as the provider serves it (see the module docstring)."""
+
+    name: Plane
+    db_field: str  # the Settings field holding its database path (or DSN)
+    key: Key
+    open_file: Callable[[str, Settings], S]
+    build_app: Callable[[S, AppParts], Starlette]
+    newest_version: Callable[[Settings], int]  # migrations this release applies
+    read: Callable[[S], object]  # what /readyz reads through the store
+    fixed: FixedSetting | None = None
+    postgres: PostgresBackend[S] | None = None
+    dsn_refused: str = ""  # why a DSN is refused, when there is no PostgreSQL backend
+    count: Callable[[S], int] | None = None  # rows /metrics reports (None: no cheap count)
+    compact_file: Callable[[str, bool, bool], CompactReport] | None = None  # None: the plain one
+    verbs: frozenset[str] | None = None  # a Bifrost plane's verbs; None: logged by route
+    backup_hint: str | None = None  # what to use instead of backup/restore (None: the file)
+
+    @property
+    def db_setting(self) -> str:
+        """The environment variable of its database."""
+        return f"RATATOSKR_{self.db_field.upper()}"
+
+    @property
+    def takes_tokens(self) -> bool:
+        """Whether its calls carry Heimdall tokens (so it has a replay cache)."""
+        return self.key is Key.HEIMDALL
+
+    def compact(self, path: str, *, full: bool, vectors: bool) -> CompactReport:
+        """Give the free pages of its file at ``path`` back (``ratatoskr compact``)."""
+        if self.compact_file is not None:
+            return self.compact_file(path, full, vectors)
+        return compact_database(path, plane=self.name, full=full)
+
+
+class BifrostPlaneBuilder(Protocol):
+    """The one signature of a Bifrost plane's app builder (``build_memory_plane_app``,
+    ``build_affect_plane_app``), as far as the provider uses it."""
+
+    def __call__(
+        self,
+        store: Any,
+        heimdall_key: bytes,
+        consumer_id: str = ...,
+        *,
+        issuer: str = ...,
+        max_lifetime_s: float = ...,
+        leeway_s: float = ...,
+        replay_cache: ReplayCache | None = ...,
+        previous_keys: Sequence[bytes] = ...,
+        max_body_bytes: int = ...,
+        max_json_containers: int = ...,
+        hooks: AppHooks | None = ...,
+        body_budget: BodyBudget | None = ...,
+        heavy_calls: threading.Semaphore | None = ...,
+    ) -> Starlette: ...
+
+
+def _bifrost_app(builder: BifrostPlaneBuilder) -> Callable[[Any, AppParts], Starlette]:
+    """A Bifrost plane's app from the settings: one mapping for every such plane."""
+
+    def build(store: Any, parts: AppParts) -> Starlette:
+        settings = parts.settings
+        return builder(
+            store,
+            settings.heimdall_key_bytes(),
+            settings.consumer_id,
+            issuer=settings.issuer,
+            max_lifetime_s=settings.token_max_lifetime_s,
+            leeway_s=settings.clock_skew_s,
+            replay_cache=parts.replay_cache,
+            previous_keys=settings.heimdall_previous_keys(),
+            max_body_bytes=settings.max_body_bytes,
+            max_json_containers=settings.max_json_containers,
+            hooks=parts.hooks,
+            body_budget=parts.body_budget,
+            heavy_calls=parts.heavy_calls,
+        )
+
+    return build
+
+
+def _vmp_app(store: VmpStore, parts: AppParts) -> Starlette:
+    """VMP's builder adapted to the table's call shape (its own key and limits)."""
+    settings = parts.settings
+    key = settings.vmp_api_key.get_secret_value() if settings.vmp_api_key else None
+    previous = settings.vmp_previous_api_key
+    return build_vmp_app(
+        store,
+        api_key=key,
+        previous_keys=[previous.get_secret_value()] if previous and key else [],
+        allow_no_key=is_loopback_host(settings.host),
+        max_body_bytes=settings.max_body_bytes,
+        max_snapshot_bytes=settings.vmp_max_snapshot_bytes,
+    )
+
+
+class _MemoryLimits(TypedDict):
+    embedding_dim: int
+    max_batch: int
+    max_top_k: int
+    max_scope_any: int
+
+
+class _AffectLimits(TypedDict):
+    max_batch: int
+    max_page: int
+    max_scope_any: int
+
+
+def _memory_limits(settings: Settings) -> _MemoryLimits:
+    """What the memory store takes from the settings, whichever its backend."""
+    return _MemoryLimits(
+        embedding_dim=settings.memory_embedding_dim,
+        max_batch=settings.max_batch,
+        max_top_k=settings.max_top_k,
+        max_scope_any=settings.max_scope_any,
+    )
+
+
+def _affect_limits(settings: Settings) -> _AffectLimits:
+    """What the affect store takes from the settings, whichever its backend."""
+    return _AffectLimits(
+        max_batch=settings.max_batch,
+        max_page=settings.max_page,
+        max_scope_any=settings.max_scope_any,
+    )
+
+
+MemoryStore = RatatoskrMemoryStore | PostgresMemoryStore
+AffectStore = RatatoskrAffectStore | PostgresAffectStore
+
+
+def _read_through(store: MemoryStore | AffectStore) -> object:
+    """What /readyz reads: a round trip to the server, or the file's schema version."""
+    if isinstance(store, PostgresMemoryStore | PostgresAffectStore):
+        return store.health()
+    return store.database.schema_version()
+
+
+def _chunk_count(store: MemoryStore) -> int:
+    return store.count()
+
+
+_MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
+    name="memory",
+    db_field="memory_db",
+    key=Key.HEIMDALL,
+    open_file=lambda path, s: open_memory_store(path, **_memory_limits(s)),
+    postgres=PostgresBackend(
+        "ratatoskr_memory",
+        lambda pool, schema, s: open_postgres_memory_store(
+            pool, schema=schema, **_memory_limits(s)
+        ),
+    ),
+    build_app=_bifrost_app(build_memory_plane_app),
+    newest_version=lambda s: len(memory_schema.migrations(s.memory_embedding_dim)),
+    read=_read_through,
+    fixed=FixedSetting("embedding_dim", "memory_embedding_dim"),
+    count=_chunk_count,
+    # sqlite-vec never reuses a deleted vector's slot: the vector table is rebuilt first.
+    compact_file=lambda path, full, vectors: compact_memory_file(path, full=full, vectors=vectors),
+    verbs=frozenset(MEMORY_VERBS) | {"handshake"},
+)
+
+_AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
+    name="affect",
+    db_field="affect_db",
+    key=Key.HEIMDALL,
+    open_file=lambda path, s: open_affect_store(path, **_affect_limits(s)),
+    postgres=PostgresBackend(
+        "ratatoskr_affect",
+        lambda pool, schema, s: open_postgres_affect_store(
+            pool, schema=schema, **_affect_limits(s)
+        ),
+    ),
+    build_app=_bifrost_app(build_affect_plane_app),
+    newest_version=lambda s: len(affect_schema.MIGRATIONS),
+    read=_read_through,
+    verbs=frozenset(AFFECT_VERBS) | {"handshake"},
+)
+
+_VMP: PlaneEntry[VmpStore] = PlaneEntry(
+    name="vmp",
+    db_field="vmp_db",
+    key=Key.VMP,
+    open_file=lambda path, s: open_vmp_store(path, dim=s.vmp_dim, max_records=s.vmp_max_records),
+    dsn_refused="VMP stays on SQLite: its determinism needs one global sequence and "
+    "byte-identical snapshots; give a file path",
+    build_app=_vmp_app,
+    newest_version=lambda s: len(vmp_schema.MIGRATIONS),
+    read=VmpStore.record_count,
+    fixed=FixedSetting("dim", "vmp_dim"),
+    count=VmpStore.record_count,
+    backup_hint="--plane vmp: VMP is backed up with its snapshot (GET /vmp/v1/snapshot/download) "
+    "and restored with POST /vmp/v1/snapshot/upload",
+)
+
+# In the order the planes are listed, opened, mounted and checked.
+PLANE_TABLE: dict[Plane, PlaneEntry[Any]] = {e.name: e for e in (_MEMORY, _AFFECT, _VMP)}
+PLANES: tuple[Plane, ...] = tuple(PLANE_TABLE)
+
+
+def entry(plane: Plane) -> PlaneEntry[Any]:
+    """The table's entry for ``plane``. Raises KeyError for a name not in it."""
+    return PLANE_TABLE[plane]
