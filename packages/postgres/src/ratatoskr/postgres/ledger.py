@@ -1,13 +1,24 @@
 """The idempotency ledger in a plane's schema: a first call's digest and result until it expires.
 
-A write *claims* its idempotency id first, in its own transaction:
-``INSERT … ON CONFLICT (id) DO UPDATE … WHERE expired RETURNING``. A row
-inserted (or an expired one taken over) belongs to this transaction until it
-commits, so a concurrent call with the same id blocks on it and, once this
-transaction has committed, finds the finished entry and replays it (or, with
-another digest, conflicts); if this transaction rolls back, the blocked call
-claims the id itself. Eight concurrent writers of one key give one write and
-seven replays without any lock of the process.
+The API has the shape of ``ratatoskr.sqlite``'s ledger — ``create_sql``,
+``within(cursor)`` giving bifrost's ``Ledger`` (``lookup``, ``record``,
+``prune``) inside one write transaction — so a store hands it to
+``bifrost.writes.replay_write`` / ``record_write`` as the SQLite stores do.
+
+What differs is how ``lookup`` keeps concurrent callers apart. SQLite has one
+writer at a time; here many transactions of many processes run at once, so
+``lookup`` *claims* the id when it finds no live entry:
+``INSERT … ON CONFLICT (id) DO UPDATE … WHERE expired RETURNING``. The row it
+inserted (or the expired one it took over) belongs to this transaction until
+it commits, so a concurrent call with the same id blocks on it and, once this
+transaction has committed, finds the recorded entry and replays it (or, with
+another digest, conflicts); if this transaction rolls back, the claim goes with
+it and the blocked call claims the id itself. Eight concurrent writers of one
+key give one write and seven replays without any lock of the process.
+
+A claimed row carries no result and never expires until ``record`` fills it:
+nobody else can see it (it is uncommitted), and ``prune`` in the same
+transaction must not take it.
 
 Times are the store's injected clock, never the server's ``now()``: the
 conformance kit drives expiry with a manual clock.
@@ -20,13 +31,18 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from bifrost.idempotency import canonical_json, json_loads_exact
+from bifrost.jsoncodec import canonical_json, json_loads_exact
+from ratatoskr.postgres.errors import StorageCorrupt
 
-__all__ = ["LedgerEntry", "PostgresLedger"]
+__all__ = ["PRUNE_PER_WRITE", "LedgerEntry", "LedgerTransaction", "PostgresLedger"]
 
+# Expired entries dropped per write: more than the one entry a write adds, so a
+# backlog drains, at the cost of one bounded range delete on the expiry index.
+PRUNE_PER_WRITE = 64
 # A claim can find an entry that another process's clock already saw as expired
 # and pruned before this one could read it; it then claims again.
 _CLAIM_ATTEMPTS = 5
+_NEVER = float("inf")
 
 
 @dataclass(frozen=True)
@@ -36,12 +52,58 @@ class LedgerEntry:
     expires_at: float
 
 
+class LedgerTransaction:
+    """:class:`PostgresLedger` inside the write transaction of ``cursor``."""
+
+    __slots__ = ("cursor", "ledger")
+
+    def __init__(self, ledger: PostgresLedger, cursor: Cursor[Any]) -> None:
+        self.ledger = ledger
+        self.cursor = cursor
+
+    def lookup(self, idempotency_id: str, *, now: float) -> LedgerEntry | None:
+        """:meth:`PostgresLedger.lookup` in this transaction."""
+        return self.ledger.lookup(self.cursor, idempotency_id, now=now)
+
+    def record(self, idempotency_id: str, *, digest: str, result: Any, expires_at: float) -> None:
+        """:meth:`PostgresLedger.record` in this transaction."""
+        self.ledger.record(
+            self.cursor, idempotency_id, digest=digest, result=result, expires_at=expires_at
+        )
+
+    def prune(self, *, now: float, limit: int = PRUNE_PER_WRITE) -> int:
+        """:meth:`PostgresLedger.prune` in this transaction."""
+        return self.ledger.prune(self.cursor, now=now, limit=limit)
+
+
 class PostgresLedger:
     """The ledger table ``table`` of a schema (compose its SQL with :meth:`create_sql`)."""
 
     def __init__(self, table: sql.Composed, index_name: str) -> None:
         self.table = table
         self._index_name = index_name
+        self._claim_sql = sql.SQL(
+            "INSERT INTO {t} AS l (idempotency_id, digest, result_json, expires_at)"
+            " VALUES (%s, '', NULL, 'Infinity')"
+            " ON CONFLICT (idempotency_id) DO UPDATE SET digest = '',"
+            " result_json = NULL, expires_at = 'Infinity'"
+            " WHERE l.expires_at <= %s RETURNING 1"
+        ).format(t=table)
+        self._read_sql = sql.SQL(
+            "SELECT digest, result_json, expires_at FROM {t}"
+            " WHERE idempotency_id = %s AND expires_at > %s"
+        ).format(t=table)
+        self._record_sql = sql.SQL(
+            "INSERT INTO {t} (idempotency_id, digest, result_json, expires_at)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (idempotency_id) DO UPDATE SET"
+            " digest = EXCLUDED.digest, result_json = EXCLUDED.result_json,"
+            " expires_at = EXCLUDED.expires_at"
+        ).format(t=table)
+        self._prune_sql = sql.SQL(
+            "DELETE FROM {t} WHERE idempotency_id IN ("
+            " SELECT idempotency_id FROM {t} WHERE expires_at <= %s"
+            " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+        ).format(t=table)
 
     def create_sql(self) -> sql.Composed:
         """DDL for the ledger, for the plane's migration list."""
@@ -55,61 +117,48 @@ class PostgresLedger:
             " CREATE INDEX {i} ON {t} (expires_at);"
         ).format(t=self.table, i=sql.Identifier(self._index_name))
 
-    def claim(
+    def within(self, cursor: Cursor[Any]) -> LedgerTransaction:
+        """This ledger inside the write transaction of ``cursor`` (bifrost's ``Ledger``)."""
+        return LedgerTransaction(self, cursor)
+
+    def lookup(self, cur: Cursor[Any], idempotency_id: str, *, now: float) -> LedgerEntry | None:
+        """The live entry for ``idempotency_id`` (an expired one counts as absent), or
+        None — and then the id is claimed for the caller's transaction, which writes
+        and then calls :meth:`record` (see the module docstring).
+
+        Raises StorageCorrupt when the id can neither be claimed nor read (only an
+        entry pruned again and again between the two statements could do it)."""
+        for _ in range(_CLAIM_ATTEMPTS):
+            cur.execute(self._claim_sql, (idempotency_id, now))
+            if cur.fetchone() is not None:
+                return None
+            cur.execute(self._read_sql, (idempotency_id, now))
+            row = cur.fetchone()
+            if row is not None and row[1] is not None:
+                return LedgerEntry(str(row[0]), json_loads_exact(str(row[1])), float(row[2]))
+        raise StorageCorrupt("an idempotency ledger entry could be neither claimed nor read")
+
+    def record(
         self,
         cur: Cursor[Any],
         idempotency_id: str,
         *,
         digest: str,
+        result: Any,
         expires_at: float,
-        now: float,
-    ) -> LedgerEntry | None:
-        """Claim ``idempotency_id`` for the caller's transaction: None when claimed (the
-        caller writes, then calls :meth:`finish`), else the live entry of an earlier
-        call (a replay when its digest matches)."""
-        for _ in range(_CLAIM_ATTEMPTS):
-            cur.execute(
-                sql.SQL(
-                    "INSERT INTO {t} AS l (idempotency_id, digest, result_json, expires_at)"
-                    " VALUES (%s, %s, NULL, %s)"
-                    " ON CONFLICT (idempotency_id) DO UPDATE SET digest = EXCLUDED.digest,"
-                    " result_json = NULL, expires_at = EXCLUDED.expires_at"
-                    " WHERE l.expires_at <= %s RETURNING 1"
-                ).format(t=self.table),
-                (idempotency_id, digest, expires_at, now),
-            )
-            if cur.fetchone() is not None:
-                return None
-            cur.execute(
-                sql.SQL(
-                    "SELECT digest, result_json, expires_at FROM {t}"
-                    " WHERE idempotency_id = %s AND expires_at > %s"
-                ).format(t=self.table),
-                (idempotency_id, now),
-            )
-            row = cur.fetchone()
-            if row is not None and row[1] is not None:
-                return LedgerEntry(str(row[0]), json_loads_exact(str(row[1])), float(row[2]))
-        raise RuntimeError("the idempotency ledger entry could not be claimed or read")
-
-    def finish(self, cur: Cursor[Any], idempotency_id: str, result: Any) -> None:
-        """Store the claimed call's result (same transaction as its writes)."""
+    ) -> None:
+        """Store the first call's outcome in the row :meth:`lookup` claimed (same
+        transaction as its writes; inserted if no claim was made)."""
+        if not expires_at < _NEVER:
+            raise ValueError("a ledger entry must expire")
         cur.execute(
-            sql.SQL("UPDATE {t} SET result_json = %s WHERE idempotency_id = %s").format(
-                t=self.table
-            ),
-            (canonical_json(result).decode("utf-8"), idempotency_id),
+            self._record_sql,
+            (idempotency_id, digest, canonical_json(result).decode("utf-8"), expires_at),
         )
 
-    def prune(self, cur: Cursor[Any], *, now: float, limit: int) -> int:
-        """Drop up to ``limit`` expired entries; returns how many went. Rows another
-        transaction holds (being claimed again) are skipped, never waited for."""
-        cur.execute(
-            sql.SQL(
-                "DELETE FROM {t} WHERE idempotency_id IN ("
-                " SELECT idempotency_id FROM {t} WHERE expires_at <= %s"
-                " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
-            ).format(t=self.table),
-            (now, limit),
-        )
+    def prune(self, cur: Cursor[Any], *, now: float, limit: int = PRUNE_PER_WRITE) -> int:
+        """Drop up to ``limit`` expired entries, oldest expiry first; returns how many
+        went. Rows another transaction holds (being claimed again) are skipped, never
+        waited for; this transaction's own claim never expires, so it stays."""
+        cur.execute(self._prune_sql, (now, limit))
         return cur.rowcount

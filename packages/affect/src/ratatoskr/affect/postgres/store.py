@@ -6,14 +6,12 @@ SQLite store run; this module owns persistence only. It reads ``key`` and
 ``scope`` of a record and nothing else; the rest is kept as canonical JSON text
 and handed back equal.
 
-A ``put_many`` is one READ COMMITTED transaction: claim the idempotency id →
-lock the batch's current rows in key order (``FOR UPDATE``) → check
-``expected_revisions`` → upsert the current rows in key order with
-``revision = revision + 1 … RETURNING`` and check the expectations again
-against what was written (a key another transaction created after the lock
-was taken shows up there) → append the history rows → prune expired ledger
-entries (bounded) → the ledger's result. Reads are single statements, so each
-sees one snapshot; pages are keyset pages (never offsets).
+A ``put_many`` is bifrost's write path in one transaction
+(``ratatoskr.postgres.writes.run_write``); its own SQL is two statements: upsert
+the current rows in key order with ``revision = revision + 1 … RETURNING``
+(which locks each row and reports the revision it replaced, for the revision
+check) and append the history rows. Reads are single statements, so each sees
+one snapshot; pages are keyset pages (never offsets).
 """
 
 from __future__ import annotations
@@ -37,15 +35,7 @@ from bifrost.affect.validation import (
     validate_put,
 )
 from bifrost.context import DispatchContext
-from bifrost.errors import IdempotencyConflict, RevisionMismatch
-from bifrost.idempotency import (
-    canonical_json,
-    idempotency_id,
-    json_loads_exact,
-    request_digest,
-    ttl_seconds,
-)
-from bifrost.memory.validation import validate_expected_revisions
+from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
@@ -59,10 +49,10 @@ from ratatoskr.postgres.scope import (
     scope_columns,
 )
 from ratatoskr.postgres.text import from_db, to_db
+from ratatoskr.postgres.writes import revisions_before, run_write
 
 __all__ = ["PostgresAffectStore", "open_postgres_affect_store", "rfc3339"]
 
-_PRUNE_PER_WRITE = 64
 _AXES = tuple(AXIS_COLUMNS.values())
 # Rendered list statements kept per store (per filter shape).
 _STATEMENT_CACHE = 128
@@ -109,15 +99,12 @@ class PostgresAffectStore:
         self._current = cur_t
         self._list_by_shape: dict[FilterShape, bytes] = {}
         axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
-        self._lock_sql = sql.SQL(
-            "SELECT key, revision FROM {t} WHERE key = ANY(%s) ORDER BY key FOR UPDATE"
-        ).format(t=cur_t)
-        # unnest keeps the arrays' order, so rows are written (and locked) in key order.
+        # unnest keeps the arrays' order and ORDER BY makes it the write (and lock) order.
         self._upsert_sql = sql.SQL(
             "INSERT INTO {t} AS c (key, {axes}, revision, record_json, recorded_at)"
-            " SELECT k, e, g, n, a, 1, r, s FROM unnest("
-            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
-            " AS u(k, e, g, n, a, r, s)"
+            " SELECT u.k, u.e, u.g, u.n, u.a, 1, u.r, %s FROM unnest("
+            "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])"
+            " WITH ORDINALITY AS u(k, e, g, n, a, r, o) ORDER BY u.o"
             " ON CONFLICT (key) DO UPDATE SET {sets}, revision = c.revision + 1,"
             " record_json = EXCLUDED.record_json, recorded_at = EXCLUDED.recorded_at"
             " RETURNING key, revision"
@@ -130,19 +117,20 @@ class PostgresAffectStore:
         )
         self._history_sql = sql.SQL(
             "INSERT INTO {t} (key, revision, record_json, recorded_at)"
-            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[])"
+            " SELECT u.k, u.v, u.r, %s FROM unnest(%b::text[], %b::bigint[], %b::text[])"
+            " AS u(k, v, r)"
         ).format(t=hist_t)
         self._fetch_sql = sql.SQL(
-            "SELECT key, record_json, revision, recorded_at FROM {t} WHERE key = ANY(%s)"
+            "SELECT key, record_json, revision, recorded_at FROM {t} WHERE key = ANY(%b)"
         ).format(t=cur_t)
         self._page_sql = sql.SQL(
             "SELECT revision, record_json, recorded_at FROM {t}"
             " WHERE key = %s AND revision < %s ORDER BY revision DESC LIMIT %s"
         ).format(t=hist_t)
         self._delete_current_sql = sql.SQL(
-            "DELETE FROM {t} WHERE key = ANY(%s) RETURNING key"
+            "DELETE FROM {t} WHERE key = ANY(%b) RETURNING key"
         ).format(t=cur_t)
-        self._delete_history_sql = sql.SQL("DELETE FROM {t} WHERE key = ANY(%s)").format(t=hist_t)
+        self._delete_history_sql = sql.SQL("DELETE FROM {t} WHERE key = ANY(%b)").format(t=hist_t)
 
     # -- descriptors -----------------------------------------------------------------
 
@@ -179,61 +167,31 @@ class PostgresAffectStore:
         IdempotencyConflict, RevisionMismatch (first failing key of
         ``expected_revisions``, in its order); nothing is written on any error.
         """
-        items = validate_put(
+        request = validate_put(
             records,
             expected_revisions,
             idempotency_key,
             idempotency_class,
             max_batch=self.max_batch,
         )
-        expected = validate_expected_revisions(expected_revisions, {it.key for it in items})
-        digest = request_digest(records, expected_revisions)
-        ledger_id = idempotency_id("put_many", ctx.actor, idempotency_key)
-        now = self._clock()
-        expires_at = now + ttl_seconds(idempotency_class)
-        stamp = rfc3339(now)
-        ordered = sorted(items, key=lambda it: to_db(it.key))
+        # Rows in stored-key order: the order the statement writes and locks them in.
+        ordered = sorted(request.items, key=lambda it: to_db(it.key))
         keys = [to_db(it.key) for it in ordered]
         bodies = [canonical_json(it.record).decode("utf-8") for it in ordered]
-        columns = list(zip(*(scope_columns(it.scope) for it in ordered), strict=True)) or [
-            () for _ in _AXES
-        ]
-        result: dict[str, Any] = {"written": len(items), "replayed": False}
+        scopes = [scope_columns(it.scope) for it in ordered]
+        columns = [[s[a] for s in scopes] for a in range(len(_AXES))]
 
-        def write(cur: Cursor[Any]) -> dict[str, Any]:
-            entry = self._ledger.claim(
-                cur, ledger_id, digest=digest, expires_at=expires_at, now=now
-            )
-            if entry is not None:
-                if entry.digest != digest:
-                    raise IdempotencyConflict("idempotency key reused with a different request")
-                return {**entry.result, "replayed": True}
-            if keys:
-                cur.execute(self._lock_sql, (keys,))
-                heads = {from_db(str(k)): int(rev) for k, rev in cur.fetchall()}
-                for key, wanted in expected.items():
-                    actual = heads.get(key, 0)
-                    if actual != wanted:
-                        raise RevisionMismatch(key, wanted, actual)
-                cur.execute(
-                    self._upsert_sql,
-                    (keys, *(list(c) for c in columns), bodies, [stamp] * len(keys)),
-                )
-                written = {str(k): int(rev) for k, rev in cur.fetchall()}
-                for key, wanted in expected.items():
-                    # Created by another transaction after our lock was taken.
-                    got = written[to_db(key)]
-                    if got != wanted + 1:
-                        raise RevisionMismatch(key, wanted, got - 1)
-                cur.execute(
-                    self._history_sql,
-                    (keys, [written[k] for k in keys], bodies, [stamp] * len(keys)),
-                )
-            self._ledger.prune(cur, now=now, limit=_PRUNE_PER_WRITE)
-            self._ledger.finish(cur, ledger_id, result)
-            return dict(result)
+        def perform(cur: Cursor[Any], now: float) -> dict[str, int]:
+            stamp = rfc3339(now)
+            cur.execute(self._upsert_sql, (stamp, keys, *columns, bodies))
+            written = cur.fetchall()
+            revisions = {str(k): int(rev) for k, rev in written}
+            cur.execute(self._history_sql, (stamp, keys, [revisions[k] for k in keys], bodies))
+            return revisions_before(written, from_db)
 
-        return self._db.run(write, mode="write")
+        return run_write(
+            self._db, self._ledger, request, actor=ctx.actor, clock=self._clock, perform=perform
+        )
 
     def delete_many(self, keys: list[str]) -> dict[str, Any]:
         """Erase the current state and all history of each key, in one transaction.

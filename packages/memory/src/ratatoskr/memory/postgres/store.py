@@ -9,15 +9,15 @@ keeps the SQLite store's stored form and float64 re-rank
 Nothing is cached in the process: any number of provider processes on any
 number of hosts can serve one schema, and every call sees every committed write.
 
-**Writes** (``upsert_many``): one READ COMMITTED transaction — claim the
-idempotency id (a concurrent call with the same id waits for this one and then
-replays it) → lock the batch's existing rows in id order (``FOR UPDATE``) →
-check ``expected_revisions`` → upsert every chunk in id order with
-``revision = revision + 1 … RETURNING revision`` and check the expectations
-again against what was written (a row another transaction created after the
-lock was taken shows up there: of eight writers creating one id with expected
-revision 0, exactly one succeeds) → prune expired ledger entries (bounded) →
-the ledger's result. Any error rolls back all of it, the claim included.
+**Writes** (``upsert_many``): bifrost's write path in one transaction
+(``ratatoskr.postgres.writes.run_write``: the ledger claim, the revision check,
+the ledger's entry); the store's own part is one statement — every chunk of
+the batch as array parameters, upserted in id order with ``revision = revision
++ 1 … RETURNING revision``, which locks each row and reports the revision it
+replaced (a row another transaction created meanwhile included: of eight
+writers creating one id with expected revision 0, exactly one succeeds). Its
+text is the same for every batch size, so psycopg converts it and the server
+plans it once.
 
 Reads ask for binary results: the float64 blob then arrives as its bytes rather
 than as hex text (a 0.1% search: 0.84 → 0.65 ms of SQL round trip).
@@ -39,27 +39,31 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from psycopg import Cursor, sql
 
 from bifrost.context import DispatchContext
-from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
-from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
+from bifrost.errors import InvalidArguments
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
+    ValidatedChunk,
     search_row,
-    validate_expected_revisions,
     validate_id,
     validate_ids,
     validate_search,
     validate_upsert,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from ratatoskr.memory.index import unit_float64
+from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import schema as memory_schema
-from ratatoskr.memory.records import StoredChunk, exact_scores, stored_form
+from ratatoskr.memory.records import (
+    StoredChunk,
+    exact_scores,
+    stored_form,
+    unit_float32_rows,
+    unit_float64,
+)
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.migrations import MetaSetting
@@ -74,7 +78,8 @@ from ratatoskr.postgres.scope import (
     where_sql,
 )
 from ratatoskr.postgres.text import from_db, to_db
-from ratatoskr.postgres.vector import Vector
+from ratatoskr.postgres.vector import Vector, VectorRows
+from ratatoskr.postgres.writes import revisions_before, run_write
 
 __all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
 
@@ -84,8 +89,6 @@ __all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
 _RERANK_MARGIN = 1e-4
 # Rows past top_k the first statement fetches, so a few near-ties need no second one.
 _EXTRA_CANDIDATES = 16
-# Expired ledger entries dropped per write: bounded work, no sweeper thread.
-_PRUNE_PER_WRITE = 64
 _AXES = tuple(AXIS_COLUMNS.values())
 # Rendered statements kept per store (per filter shape, per batch size).
 _STATEMENT_CACHE = 128
@@ -129,38 +132,45 @@ class PostgresMemoryStore:
         vector = sql.SQL("{}.vector").format(sql.Identifier(ext))
         neg_dot = sql.SQL("OPERATOR({}.<#>)").format(sql.Identifier(ext))
         axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
-        self._upsert_row = sql.SQL("(%s, %s, %s, %s, %s, 1, %s, %s, %s, %b::{vector}, %s)").format(
-            vector=vector
+        dim = sql.Literal(self.embedding_dim)
+        # One statement for every batch size (see ratatoskr.postgres.vector.VectorRows):
+        # unnest keeps the arrays' order and ORDER BY makes it the write (and lock) order.
+        self._upsert_sql = (
+            sql.SQL(
+                "INSERT INTO {t} AS c (chunk_id, {axes}, revision, record_json, embedding_key,"
+                " embedding_f64, embedding, updated_at)"
+                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f,"
+                " (%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}, %s"
+                " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+                " %b::text[], %b::text[], %b::bytea[])"
+                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, o)"
+                " ORDER BY u.o"
+                " ON CONFLICT (chunk_id) DO UPDATE SET {sets}, revision = c.revision + 1,"
+                " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
+                " embedding_f64 = EXCLUDED.embedding_f64, embedding = EXCLUDED.embedding,"
+                " updated_at = EXCLUDED.updated_at"
+                " RETURNING chunk_id, revision"
+            )
+            .format(
+                t=t,
+                axes=axes,
+                dim=dim,
+                vector=vector,
+                sets=sql.SQL(", ").join(
+                    sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
+                ),
+            )
+            .as_bytes(None)
         )
-        self._upsert_head = sql.SQL(
-            "INSERT INTO {t} AS c (chunk_id, {axes}, revision, record_json, embedding_key,"
-            " embedding_f64, embedding, updated_at) VALUES "
-        ).format(t=t, axes=axes)
-        self._upsert_tail = sql.SQL(
-            " ON CONFLICT (chunk_id) DO UPDATE SET {sets}, revision = c.revision + 1,"
-            " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
-            " embedding_f64 = EXCLUDED.embedding_f64, embedding = EXCLUDED.embedding,"
-            " updated_at = EXCLUDED.updated_at"
-            " RETURNING chunk_id, revision"
-        ).format(
-            sets=sql.SQL(", ").join(
-                sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
-            ),
-        )
-        self._upsert_by_size: dict[int, bytes] = {}
         self._search_by_shape: dict[FilterShape, bytes] = {}
-        self._lock_sql = sql.SQL(
-            "SELECT chunk_id, revision FROM {t} WHERE chunk_id = ANY(%s)"
-            " ORDER BY chunk_id FOR UPDATE"
-        ).format(t=t)
         self._fetch_sql = sql.SQL(
             "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}"
-            " WHERE chunk_id = ANY(%s)"
+            " WHERE chunk_id = ANY(%b)"
         ).format(t=t)
         self._scopes_sql = sql.SQL(
-            "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%s)"
+            "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%b)"
         ).format(t=t, axes=axes)
-        self._delete_sql = sql.SQL("DELETE FROM {t} WHERE chunk_id = ANY(%s)").format(t=t)
+        self._delete_sql = sql.SQL("DELETE FROM {t} WHERE chunk_id = ANY(%b)").format(t=t)
         self._count_sql = sql.SQL("SELECT count(*) FROM {t}").format(t=t)
         # Filled in per filter shape by _search_sql.
         self._search_head = (t, vector, neg_dot)
@@ -201,7 +211,7 @@ class PostgresMemoryStore:
         Raises InvalidArguments, IdempotencyConflict, RevisionMismatch (nothing
         written on any of them), StorageError subclasses.
         """
-        chunks = validate_upsert(
+        request = validate_upsert(
             records,
             expected_revisions,
             idempotency_key,
@@ -209,60 +219,35 @@ class PostgresMemoryStore:
             embedding_dim=self.embedding_dim,
             max_batch=self.max_batch,
         )
-        expected = validate_expected_revisions(expected_revisions, {c.id for c in chunks})
-        digest = request_digest(records, expected_revisions)
-        ledger_id = idempotency_id("upsert_many", ctx.actor, idempotency_key)
-        now = self._clock()
-        expires_at = now + ttl_seconds(idempotency_class)
-        units = self._units([c.embedding for c in chunks])
         # Everything but the SQL happens before the transaction: it holds row locks.
-        rows: list[tuple[Any, ...]] = []
-        for chunk, unit in sorted(
-            zip(chunks, units, strict=True), key=lambda pair: to_db(pair[0].id)
-        ):
-            form = stored_form(chunk.record)
-            rows.append(
-                (
-                    to_db(chunk.id),
-                    *scope_columns(chunk.scope),
-                    form.record_json,
-                    form.embedding_key,
-                    form.embedding_f64,
-                    Vector(unit),
-                    now,
-                )
-            )
-        ids = [r[0] for r in rows]
-        result: dict[str, Any] = {"upserted": len(chunks), "replayed": False}
+        vectors, columns = self._columns(request)
 
-        def write(cur: Cursor[Any]) -> dict[str, Any]:
-            entry = self._ledger.claim(
-                cur, ledger_id, digest=digest, expires_at=expires_at, now=now
-            )
-            if entry is not None:
-                if entry.digest != digest:
-                    raise IdempotencyConflict(
-                        "idempotency_key was already used with a different payload"
-                    )
-                return {**entry.result, "replayed": True}
-            if rows:
-                cur.execute(self._lock_sql, (ids,))
-                current = {from_db(str(cid)): int(rev) for cid, rev in cur.fetchall()}
-                for chunk_id, wanted in expected.items():
-                    actual = current.get(chunk_id, 0)
-                    if actual != wanted:
-                        raise RevisionMismatch(chunk_id, wanted, actual)
-                cur.execute(self._upsert_sql(len(rows)), [v for row in rows for v in row])
-                after = {from_db(str(cid)): int(rev) for cid, rev in cur.fetchall()}
-                for chunk_id, wanted in expected.items():
-                    # Created by another transaction after our lock was taken.
-                    if after[chunk_id] != wanted + 1:
-                        raise RevisionMismatch(chunk_id, wanted, after[chunk_id] - 1)
-            self._ledger.prune(cur, now=now, limit=_PRUNE_PER_WRITE)
-            self._ledger.finish(cur, ledger_id, result)
-            return dict(result)
+        def perform(cur: Cursor[Any], now: float) -> dict[str, int]:
+            cur.execute(self._upsert_sql, (vectors, now, *columns))
+            return revisions_before(cur.fetchall(), from_db)
 
-        return self._db.run(write, mode="write")
+        return run_write(
+            self._db, self._ledger, request, actor=ctx.actor, clock=self._clock, perform=perform
+        )
+
+    def _columns(
+        self, request: WriteRequest[ValidatedChunk]
+    ) -> tuple[VectorRows, tuple[list[Any], ...]]:
+        """The batch as the upsert's array parameters, rows in stored-id order (the
+        order the statement writes and locks them in, so overlapping batches cannot
+        deadlock)."""
+        order = sorted(range(len(request.items)), key=lambda i: to_db(request.ids[i]))
+        chunks = [request.items[i] for i in order]
+        forms = [stored_form(c.record) for c in chunks]
+        scopes = [scope_columns(c.scope) for c in chunks]
+        units = unit_float32_rows([c.embedding for c in chunks], self.embedding_dim)
+        return VectorRows(units), (
+            [to_db(c.id) for c in chunks],
+            *([s[a] for s in scopes] for a in range(len(_AXES))),
+            [f.record_json for f in forms],
+            [f.embedding_key for f in forms],
+            [f.embedding_f64 for f in forms],
+        )
 
     def delete_many(self, ids: list[str]) -> dict[str, Any]:
         """Delete chunks (record and vector are one row) in one statement.
@@ -370,19 +355,6 @@ class PostgresMemoryStore:
                 rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
         return rows
 
-    def _upsert_sql(self, n: int) -> bytes:
-        """One multi-row ``INSERT … ON CONFLICT`` for ``n`` chunks: rows are written (and
-        their index entries locked) in VALUES order, which is id order; one statement
-        instead of ``n`` pipelined ones wrote a batch of 100 in ~0.65× the time."""
-        statement = self._upsert_by_size.get(n)
-        if statement is None:
-            values = sql.SQL(", ").join([self._upsert_row] * n)
-            composed = self._upsert_head + values + self._upsert_tail
-            if len(self._upsert_by_size) >= _STATEMENT_CACHE:
-                self._upsert_by_size.clear()
-            statement = self._upsert_by_size[n] = composed.as_bytes(None)
-        return statement
-
     def _search_sql(self, conjs: Sequence[dict[str, str]]) -> bytes:
         """The search statement for the shape of ``conjs``, rendered once per shape (bytes
         skip psycopg's composition on every call, and its parse cache keys on them)."""
@@ -434,17 +406,6 @@ class PostgresMemoryStore:
             )
             for cid, rj, key, blob, rev in rows
         }
-
-    def _units(self, embeddings: list[list[float]]) -> npt.NDArray[np.float32]:
-        """Float32 unit vectors of validated embeddings, a batch at a time: the SQLite
-        store's steps (scaled by the largest component first, so 1e308 does not
-        overflow and 5e-324 does not vanish)."""
-        if not embeddings:
-            return np.zeros((0, self.embedding_dim), dtype=np.float32)
-        m = np.array(embeddings, dtype=np.float64)
-        m /= np.max(np.abs(m), axis=1, keepdims=True)
-        m /= np.linalg.norm(m, axis=1, keepdims=True)
-        return m.astype(np.float32)
 
 
 def open_postgres_memory_store(
