@@ -4,14 +4,18 @@ How a backend uses it (``upsert_many`` / ``put_many``)::
 
     request = validate_upsert(records, expected_revisions, key, cls, ...)  # or validate_put
     with <the store's transaction, or its lock>:
-        now = clock()  # inside: a TTL runs from when the write happened
-        ledger = <the backend's ledger, joined to that transaction>
-        replayed = replay_write(ledger, request, ctx.actor, now)
-        if replayed is not None:
-            return replayed  # same actor, key and payload: the first call's result
+        # The clock is read inside: a TTL runs from when the write happened.
+        write = begin_write(<the backend's ledger in it>, request, ctx.actor, clock())
+        if write.replayed is not None:
+            return write.replayed  # same actor, key and payload: the first result
         check_revisions(request.expected, <current revision of each of request.ids>)
-        <the store's own SQL (or dicts) for the items of request>
-        return record_write(ledger, request, ctx.actor, now)
+        <the store's own SQL (or dicts) for the items of request, stamped write.now>
+        return write.record()  # prunes expired entries, records this one
+
+A store gets ``upsert_many`` / ``put_many`` themselves (the protocol's signature
+and the validation) from ``bifrost.memory.protocol.MemoryWrites`` /
+``bifrost.affect.protocol.AffectWrites`` and implements only the part inside
+the transaction, ``perform_upsert`` / ``perform_put(request, actor)``.
 
 - Validation (``bifrost.memory.validation.validate_upsert``,
   ``bifrost.affect.validation.validate_put``) returns one :class:`WriteRequest`:
@@ -27,7 +31,8 @@ How a backend uses it (``upsert_many`` / ``put_many``)::
 - The backend package provides the ledger (a :class:`Ledger`: ``lookup``,
   ``record``, ``prune``) inside the write's transaction — ``ratatoskr.sqlite``'s
   ``IdempotencyLedger.within(conn)``, the reference stores' dict ledger under
-  their lock. :func:`replay_write` and :func:`record_write` drive it, so every
+  their lock. :func:`begin_write` (:func:`replay_write`) and
+  :meth:`OpenWrite.record` (:func:`record_write`) drive it, so every
   store prunes expired entries (bounded) in each write that records one. A
   backend whose ledger works otherwise (PostgreSQL *claims* the id first) calls
   :func:`replay_or_conflict`, :meth:`WriteRequest.ledger_id`,
@@ -57,8 +62,10 @@ from bifrost.records import validate_expected_revisions
 __all__ = [
     "CONFLICT_MESSAGE",
     "Ledger",
+    "OpenWrite",
     "RecordedWrite",
     "WriteRequest",
+    "begin_write",
     "build_write_request",
     "check_revisions",
     "record_write",
@@ -246,3 +253,31 @@ def record_write(
         expires_at=request.expires_at(now),
     )
     return dict(result)
+
+
+@dataclass(frozen=True)
+class OpenWrite:
+    """A write inside its transaction, past the ledger lookup (see :func:`begin_write`).
+
+    ``replayed`` is the first call's result when this one is a replay (the store
+    returns it and writes nothing); else the store checks revisions, writes, and
+    returns :meth:`record`. ``now`` is the write's time (its stamps, its expiry).
+    """
+
+    ledger: Ledger
+    request: WriteRequest[Any]
+    actor: str
+    now: float
+    replayed: dict[str, Any] | None
+
+    def record(self) -> dict[str, Any]:
+        """:func:`record_write` of this write: prune, record, return the result."""
+        return record_write(self.ledger, self.request, self.actor, self.now)
+
+
+def begin_write(ledger: Ledger, request: WriteRequest[Any], actor: str, now: float) -> OpenWrite:
+    """The first step inside a write's transaction: :func:`replay_write` at ``now``.
+
+    Raises IdempotencyConflict.
+    """
+    return OpenWrite(ledger, request, actor, now, replay_write(ledger, request, actor, now))

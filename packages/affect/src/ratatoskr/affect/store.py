@@ -24,7 +24,7 @@ from typing import Any
 
 import apsw
 
-from bifrost.affect.protocol import AFFECT_CAPABILITIES
+from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectWrites, affect_health
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -33,11 +33,9 @@ from bifrost.affect.validation import (
     validate_key,
     validate_keys,
     validate_list,
-    validate_put,
 )
-from bifrost.context import DispatchContext
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import check_revisions, record_write, replay_write
+from bifrost.writes import WriteRequest, begin_write, check_revisions
 from ratatoskr.affect.listing import fetch_current, list_page
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
@@ -58,7 +56,7 @@ def _scope_json(scope: dict[str, str]) -> str:
     return codec.dumps(dict(sorted(scope.items())))
 
 
-class SqliteAffectStore:
+class SqliteAffectStore(AffectWrites):
     """An affect store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
@@ -91,50 +89,22 @@ class SqliteAffectStore:
         """
         with self._db.read() as conn:
             conn.execute("SELECT 1").fetchall()
-        return {
-            "status": "ok",
-            "plane": PLANE,
-            "max_batch": self.max_batch,
-            "max_page": self.max_page,
-        }
+        return affect_health(max_batch=self.max_batch, max_page=self.max_page)
 
     # -- writes ----------------------------------------------------------------------
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        """Append the next revision of every record's key, atomically and idempotently.
-
-        Returns ``{"written": N, "replayed": bool}``. Raises InvalidArguments,
-        IdempotencyConflict (same actor and key, other payload), RevisionMismatch
-        (first failing key of ``expected_revisions``, in its order); on any error
-        nothing is written.
-        """
-        request = validate_put(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            max_batch=self.max_batch,
-        )
+    def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
+        """History rows, current rows and scope-index rows of the batch, in one
+        transaction."""
         with self._db.write() as conn:
-            now = self._clock()
-            ledger = LEDGER.within(conn)
-            replayed = replay_write(ledger, request, ctx.actor, now)
-            if replayed is not None:
-                return replayed
+            write = begin_write(LEDGER.within(conn), request, actor, self._clock())
+            if write.replayed is not None:
+                return write.replayed
             heads = self._heads(conn, request.ids)
             check_revisions(request.expected, {key: head[0] for key, head in heads.items()})
             if request:
-                self._write(conn, request, heads, rfc3339(now))
-            # Prunes at most PRUNE_PER_WRITE (64) expired entries before recording.
-            return record_write(ledger, request, ctx.actor, now)
+                self._write(conn, request, heads, rfc3339(write.now))
+            return write.record()
 
     @staticmethod
     def _write(

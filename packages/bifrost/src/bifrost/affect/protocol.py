@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Protocol, runtime_checkable
 
+from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.context import DispatchContext
+from bifrost.writes import WriteRequest
 
-__all__ = ["AFFECT_CAPABILITIES", "AffectDataStore"]
+__all__ = ["AFFECT_CAPABILITIES", "AffectDataStore", "AffectWrites", "affect_health"]
 
 AFFECT_CAPABILITIES: dict[str, Any] = {
     "history_supported": True,
@@ -60,3 +63,48 @@ class AffectDataStore(Protocol):
     ) -> dict[str, Any]:
         """``{"items": [by key ascending], "next_after_key": str | None}``."""
         ...
+
+
+def affect_health(*, max_batch: int, max_page: int) -> dict[str, Any]:
+    """What ``health`` returns for a store with these settings: static facts, never
+    counts of data (every affect store answers with this dict)."""
+    return {"status": "ok", "plane": "affect", "max_batch": max_batch, "max_page": max_page}
+
+
+class AffectWrites(abc.ABC):
+    """``put_many`` for a store class, once: the protocol's signature and the
+    validation into a :class:`~bifrost.writes.WriteRequest` (with the store's
+    ``max_batch``), then the store's :meth:`perform_put`, which holds only what
+    happens inside its transaction (see :mod:`bifrost.writes`).
+    """
+
+    max_batch: int
+
+    def put_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Append the next revision of every record's key, atomically and idempotently:
+        ``{"written": N, "replayed": bool}``.
+
+        Raises InvalidArguments, IdempotencyConflict (same actor and key, other
+        payload), RevisionMismatch (the first failing key of ``expected_revisions``,
+        in its order); on any error nothing is written.
+        """
+        request = validate_put(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            max_batch=self.max_batch,
+        )
+        return self.perform_put(request, ctx.actor)
+
+    @abc.abstractmethod
+    def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
+        """The validated write of ``actor``, inside the store's transaction."""

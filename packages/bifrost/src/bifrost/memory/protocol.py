@@ -4,11 +4,14 @@ applies the token's scope grant before and after each call."""
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Protocol, runtime_checkable
 
 from bifrost.context import DispatchContext
+from bifrost.memory.validation import ValidatedChunk, validate_upsert
+from bifrost.writes import WriteRequest
 
-__all__ = ["MemoryDataStore", "ScopeLookup"]
+__all__ = ["MemoryDataStore", "MemoryWrites", "ScopeLookup", "memory_health"]
 
 
 @runtime_checkable
@@ -69,3 +72,57 @@ class ScopeLookup(Protocol):
     """
 
     def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]: ...
+
+
+def memory_health(*, embedding_dim: int, max_batch: int, max_top_k: int) -> dict[str, Any]:
+    """What ``health`` returns for a store with these settings: static facts, never
+    counts of data (every memory store answers with this dict)."""
+    return {
+        "status": "ok",
+        "plane": "memory",
+        "embedding_dim": embedding_dim,
+        "distance": "cosine",
+        "max_batch": max_batch,
+        "max_top_k": max_top_k,
+    }
+
+
+class MemoryWrites(abc.ABC):
+    """``upsert_many`` for a store class, once: the protocol's signature and the
+    validation into a :class:`~bifrost.writes.WriteRequest` (with the store's
+    ``embedding_dim`` and ``max_batch``), then the store's :meth:`perform_upsert`,
+    which holds only what happens inside its transaction (see :mod:`bifrost.writes`).
+    """
+
+    embedding_dim: int
+    max_batch: int
+
+    def upsert_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: DispatchContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Store each chunk as the next revision of its id, atomically and idempotently:
+        ``{"upserted": N, "replayed": bool}``.
+
+        Raises InvalidArguments, IdempotencyConflict, RevisionMismatch (the first
+        failing id of ``expected_revisions``, in its order); on any error nothing is
+        written.
+        """
+        request = validate_upsert(
+            records,
+            expected_revisions,
+            idempotency_key,
+            idempotency_class,
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+        )
+        return self.perform_upsert(request, ctx.actor)
+
+    @abc.abstractmethod
+    def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
+        """The validated write of ``actor``, inside the store's transaction."""

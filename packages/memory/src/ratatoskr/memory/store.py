@@ -30,9 +30,9 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments
 from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.protocol import MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
@@ -41,10 +41,9 @@ from bifrost.memory.validation import (
     validate_id,
     validate_ids,
     validate_search,
-    validate_upsert,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import check_revisions, record_write, replay_write
+from bifrost.writes import WriteRequest, begin_write, check_revisions
 from ratatoskr.memory import changes
 from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
@@ -80,7 +79,7 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-class SqliteMemoryStore:
+class SqliteMemoryStore(MemoryWrites):
     """A memory store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
@@ -117,56 +116,30 @@ class SqliteMemoryStore:
         """Static facts plus a round trip to the database; never counts of data."""
         with self._db.read() as conn:
             conn.execute("SELECT 1").fetchall()
-        return {
-            "status": "ok",
-            "plane": PLANE,
-            "embedding_dim": self.embedding_dim,
-            "distance": "cosine",
-            "max_batch": self.max_batch,
-            "max_top_k": self.max_top_k,
-        }
+        return memory_health(
+            embedding_dim=self.embedding_dim, max_batch=self.max_batch, max_top_k=self.max_top_k
+        )
 
     # -- writes ------------------------------------------------------------------------
 
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        """Persist chunks verbatim and index them, atomically and idempotently.
-
-        Raises InvalidArguments, IdempotencyConflict, RevisionMismatch; on any error
-        nothing is written.
-        """
-        request = validate_upsert(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
-        )
+    def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
+        """Persist chunks verbatim and index them, in one transaction (then mirror the
+        committed write into the in-process index)."""
         # Outside the transaction: the unit vectors need nothing the database holds.
         units = stored_records.unit_float32_rows([c.embedding for c in request], self.embedding_dim)
         with self._db.write() as conn:
-            now = self._clock()
-            ledger = LEDGER.within(conn)
-            replayed = replay_write(ledger, request, ctx.actor, now)
-            if replayed is not None:
-                return replayed
+            write = begin_write(LEDGER.within(conn), request, actor, self._clock())
+            if write.replayed is not None:
+                return write.replayed
             current = self._revisions(conn, request.ids)
             check_revisions(request.expected, current)
             seq_before = changes.seq(conn)
             seq = seq_before + 1 if request else seq_before
             if request:
-                self._write_chunks(conn, request, units, current, seq, now)
+                self._write_chunks(conn, request, units, current, seq, write.now)
                 changes.set_seq(conn, seq)
                 self._prune_tombstones(conn, seq, added=0)
-            result = record_write(ledger, request, ctx.actor, now)
+            result = write.record()
         if request:
             self._sync.apply(
                 seq_before,

@@ -12,20 +12,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bifrost.affect.protocol import AFFECT_CAPABILITIES
+from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectWrites, affect_health
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
+    ValidatedAffect,
     validate_history,
     validate_key,
     validate_keys,
     validate_list,
-    validate_put,
 )
 from bifrost.consumer.testing._ledger import DictLedger
-from bifrost.context import DispatchContext
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
-from bifrost.writes import check_revisions, record_write, replay_write
+from bifrost.writes import WriteRequest, begin_write, check_revisions
 
 __all__ = ["InMemoryAffectStore", "rfc3339"]
 
@@ -49,7 +48,7 @@ class _Rev:
         return out
 
 
-class InMemoryAffectStore:
+class InMemoryAffectStore(AffectWrites):
     """Reference ``AffectDataStore``. ``clock`` drives TTLs and ``recorded_at``."""
 
     def __init__(
@@ -74,41 +73,21 @@ class InMemoryAffectStore:
         return copy.deepcopy(AFFECT_CAPABILITIES)
 
     def health(self) -> dict[str, Any]:
-        return {
-            "status": "ok",
-            "plane": "affect",
-            "max_batch": self.max_batch,
-            "max_page": self.max_page,
-        }
+        return affect_health(max_batch=self.max_batch, max_page=self.max_page)
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        request = validate_put(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            max_batch=self.max_batch,
-        )
+    def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
+        """Each record is appended as its key's next revision (under the store's lock)."""
         with self._lock:
-            now = self._clock()
-            replayed = replay_write(self._ledger, request, ctx.actor, now)
-            if replayed is not None:
-                return replayed
+            write = begin_write(self._ledger, request, actor, self._clock())
+            if write.replayed is not None:
+                return write.replayed
             current = {k: self._keys[k][-1].revision for k in request.ids if k in self._keys}
             check_revisions(request.expected, current)
-            stamp = rfc3339(now)
+            stamp = rfc3339(write.now)
             for it in request:
                 revision = current.get(it.key, 0) + 1
                 self._keys.setdefault(it.key, []).append(_Rev(it.record, it.scope, revision, stamp))
-            return record_write(self._ledger, request, ctx.actor, now)
+            return write.record()
 
     def get(self, key: str) -> dict[str, Any] | None:
         k = validate_key(key)

@@ -11,20 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from bifrost.consumer.testing._ledger import DictLedger
-from bifrost.context import DispatchContext
 from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.protocol import MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
+    ValidatedChunk,
     search_row,
     unit_vector,
     validate_id,
     validate_ids,
     validate_search,
-    validate_upsert,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
-from bifrost.writes import check_revisions, record_write, replay_write
+from bifrost.writes import WriteRequest, begin_write, check_revisions
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -37,7 +37,7 @@ class _Chunk:
     revision: int
 
 
-class InMemoryMemoryStore:
+class InMemoryMemoryStore(MemoryWrites):
     """Reference ``MemoryDataStore``.
 
     ``clock`` (seconds since the epoch) drives the idempotency TTL.
@@ -69,46 +69,24 @@ class InMemoryMemoryStore:
         return StoreCapabilities().to_dict()
 
     def health(self) -> dict[str, Any]:
-        return {
-            "status": "ok",
-            "plane": "memory",
-            "embedding_dim": self.embedding_dim,
-            "distance": "cosine",
-            "max_batch": self.max_batch,
-            "max_top_k": self.max_top_k,
-        }
-
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        request = validate_upsert(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
+        return memory_health(
+            embedding_dim=self.embedding_dim, max_batch=self.max_batch, max_top_k=self.max_top_k
         )
+
+    def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
+        """Each chunk becomes its id's next revision (dicts, under the store's lock)."""
         with self._lock:
-            now = self._clock()
-            replayed = replay_write(self._ledger, request, ctx.actor, now)
-            if replayed is not None:
-                return replayed
+            write = begin_write(self._ledger, request, actor, self._clock())
+            if write.replayed is not None:
+                return write.replayed
             current = {
                 cid: self._chunks[cid].revision for cid in request.ids if cid in self._chunks
             }
             check_revisions(request.expected, current)
             for c in request:
-                self._chunks[c.id] = _Chunk(
-                    c.record, c.scope, unit_vector(c.embedding), current.get(c.id, 0) + 1
-                )
-            return record_write(self._ledger, request, ctx.actor, now)
+                revision = current.get(c.id, 0) + 1
+                self._chunks[c.id] = _Chunk(c.record, c.scope, unit_vector(c.embedding), revision)
+            return write.record()
 
     def search(
         self,
