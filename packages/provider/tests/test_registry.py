@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
+from bifrost.planes import PLANE_SPECS
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.cli import parser
 from ratatoskr.provider.devmode import dev_settings
@@ -35,6 +36,17 @@ def test_the_table_is_the_list_of_planes() -> None:
         assert entry(name) is plane
     with pytest.raises(KeyError):
         entry("nonesuch")
+
+
+def test_every_bifrost_plane_has_an_entry_and_every_entry_its_wire() -> None:
+    wired = {name: plane.wire for name, plane in PLANE_TABLE.items() if plane.wire is not None}
+    assert wired == dict(PLANE_SPECS)
+    for plane in PLANE_TABLE.values():
+        if plane.wire is None:
+            assert plane.verbs is None
+        else:  # its calls carry Heimdall tokens and are labelled by verb
+            assert plane.key is Key.HEIMDALL
+            assert plane.verbs == frozenset({*plane.wire.verb_names, "handshake"})
 
 
 def test_every_database_setting_is_a_planes_and_every_plane_has_one() -> None:

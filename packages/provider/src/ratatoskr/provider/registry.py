@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 
 from starlette.applications import Starlette
 
-from bifrost.affect import AFFECT_VERBS
 from bifrost.auth import ReplayCache
 from bifrost.consumer import AppHooks, BodyBudget
-from bifrost.memory import MEMORY_VERBS
+from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 from ratatoskr import postgres as pg
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
 from ratatoskr.affect import schema as affect_schema
@@ -49,11 +48,13 @@ __all__ = [
     "PLANES",
     "PLANE_TABLE",
     "AppParts",
+    "BifrostPlaneBuilder",
     "FixedSetting",
     "Key",
     "Plane",
     "PlaneEntry",
     "PostgresBackend",
+    "bifrost_plane_app",
     "entry",
 ]
 
@@ -125,13 +126,19 @@ class PlaneEntry(Generic[S]):
     dsn_refused: str = ""  # why a DSN is refused, when there is no PostgreSQL backend
     count: Callable[[S], int] | None = None  # rows /metrics reports (None: no cheap count)
     compact_file: Callable[[str, bool, bool], CompactReport] | None = None  # None: the plain one
-    verbs: frozenset[str] | None = None  # a Bifrost plane's verbs; None: logged by route
+    wire: PlaneSpec[Any] | None = None  # a Bifrost plane's entry in bifrost.planes; None: own wire
     backup_hint: str | None = None  # what to use instead of backup/restore (None: the file)
 
     @property
     def db_setting(self) -> str:
         """The environment variable of its database."""
         return f"RATATOSKR_{self.db_field.upper()}"
+
+    @property
+    def verbs(self) -> frozenset[str] | None:
+        """The ``verb`` labels of a Bifrost plane's calls; None: its calls are labelled
+        by route template (a plane with a wire of its own, as VMP)."""
+        return None if self.wire is None else frozenset(self.wire.verb_names) | {"handshake"}
 
     @property
     def takes_tokens(self) -> bool:
@@ -168,7 +175,7 @@ class BifrostPlaneBuilder(Protocol):
     ) -> Starlette: ...
 
 
-def _bifrost_app(builder: BifrostPlaneBuilder) -> Callable[[Any, AppParts], Starlette]:
+def bifrost_plane_app(builder: BifrostPlaneBuilder) -> Callable[[Any, AppParts], Starlette]:
     """A Bifrost plane's app from the settings: one mapping for every such plane."""
 
     def build(store: Any, parts: AppParts) -> Starlette:
@@ -265,14 +272,14 @@ _MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
             pool, schema=schema, **_memory_limits(s)
         ),
     ),
-    build_app=_bifrost_app(build_memory_plane_app),
+    build_app=bifrost_plane_app(build_memory_plane_app),
     newest_version=lambda s: len(memory_schema.migrations(s.memory_embedding_dim)),
     read=_read_through,
     fixed=FixedSetting("embedding_dim", "memory_embedding_dim"),
     count=_chunk_count,
     # sqlite-vec never reuses a deleted vector's slot: the vector table is rebuilt first.
     compact_file=lambda path, full, vectors: compact_memory_file(path, full=full, vectors=vectors),
-    verbs=frozenset(MEMORY_VERBS) | {"handshake"},
+    wire=MEMORY_PLANE,
 )
 
 _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
@@ -286,10 +293,10 @@ _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
             pool, schema=schema, **_affect_limits(s)
         ),
     ),
-    build_app=_bifrost_app(build_affect_plane_app),
+    build_app=bifrost_plane_app(build_affect_plane_app),
     newest_version=lambda s: len(affect_schema.MIGRATIONS),
     read=_read_through,
-    verbs=frozenset(AFFECT_VERBS) | {"handshake"},
+    wire=AFFECT_PLANE,
 )
 
 _VMP: PlaneEntry[VmpStore] = PlaneEntry(
