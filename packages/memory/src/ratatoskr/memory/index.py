@@ -51,6 +51,10 @@ _LAYOUT_AXES = ("tenant", "group", "agent_self", "end_user")
 _MAX_RUNS = 48
 _MIN_SEGMENT = 4
 
+F64 = npt.NDArray[np.float64]
+_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
+_NO_SCORES: F64 = np.zeros(0, dtype=np.float64)
+
 
 def scope_items(scope: dict[str, str]) -> ScopeItems:
     """A scope as the sorted ``(axis, value)`` pairs the index keeps."""
@@ -108,7 +112,14 @@ class VectorIndex:
         self._class_id: dict[ScopeItems, int] = {}
         self._next_class = 0
         self._postings: dict[tuple[str, str], set[int]] = {}
+        # The largest stage-1 and stage-2 errors of any row ever coded (bounds use them).
         self._err1_max = 0.0
+        self._err2_max = 0.0
+        # Layout version, and the scans of recent selections at some version.
+        self._version = 0
+        self._selections: dict[
+            frozenset[int] | None, tuple[int, list[tuple[int, int]], Rows | None]
+        ] = {}
 
     def _allocate(self, cap: int) -> None:
         self._cap = cap
@@ -116,7 +127,6 @@ class VectorIndex:
         self._resid = np.zeros((cap, self.dim), dtype=np.int8)
         self._scale = np.zeros(cap, dtype=np.float64)
         self._scale2 = np.zeros(cap, dtype=np.float64)
-        self._err2 = np.zeros(cap, dtype=np.float64)
         self._live = np.zeros(cap, dtype=bool)
 
     def __len__(self) -> int:
@@ -137,8 +147,9 @@ class VectorIndex:
         """Insert or replace chunks (float32 unit rows, one per id), coded in one go."""
         if not ids:
             return
+        self._version += 1
         codes = quantized.encode(units)
-        self._err1_max = max(self._err1_max, float(codes.err1.max()))
+        self._note_errors(codes)
         for i, (chunk_id, scope) in enumerate(zip(ids, scopes, strict=True)):
             cls = self._class(scope_items(scope))
             row = self._row.get(chunk_id)
@@ -157,6 +168,7 @@ class VectorIndex:
         row = self._row.pop(chunk_id, None)
         if row is None:
             return
+        self._version += 1
         cls = int(self._class_of_row[row])
         seg = self._segments[cls]
         last = seg.start + seg.count - 1
@@ -194,7 +206,7 @@ class VectorIndex:
             codes = quantized.encode(units[picked])
             stop = start + picked.size
             self._store_block(start, stop, codes)
-            self._err1_max = max(self._err1_max, float(codes.err1.max()))
+            self._note_errors(codes)
         self._ids = [ids[int(i)] for i in order]
         self._row = {chunk_id: row for row, chunk_id in enumerate(self._ids) if chunk_id}
         start = 0
@@ -209,6 +221,7 @@ class VectorIndex:
     # -- layout ------------------------------------------------------------------------
 
     def _reset(self, cap: int) -> None:
+        self._version += 1
         self._allocate(cap)
         self._class_of_row = np.zeros(cap, dtype=np.int32)
         self._end = 0
@@ -218,24 +231,27 @@ class VectorIndex:
         self._class_id = {}
         self._postings = {}
         self._err1_max = 0.0
+        self._err2_max = 0.0
+
+    def _note_errors(self, codes: Codes) -> None:
+        self._err1_max = max(self._err1_max, float(codes.err1.max()))
+        self._err2_max = max(self._err2_max, float(codes.err2.max()))
 
     def _store_block(self, start: int, stop: int, codes: Codes) -> None:
         self._codes[start:stop] = codes.codes
         self._resid[start:stop] = codes.resid
         self._scale[start:stop] = codes.scale
         self._scale2[start:stop] = codes.scale2
-        self._err2[start:stop] = codes.err2
 
     def _put(self, row: int, codes: Codes, i: int) -> None:
         self._codes[row] = codes.codes[i]
         self._resid[row] = codes.resid[i]
         self._scale[row] = codes.scale[i]
         self._scale2[row] = codes.scale2[i]
-        self._err2[row] = codes.err2[i]
         self._live[row] = True
 
     def _move(self, src: int, dst: int) -> None:
-        for arr in (self._codes, self._resid, self._scale, self._scale2, self._err2):
+        for arr in (self._codes, self._resid, self._scale, self._scale2):
             arr[dst] = arr[src]
         self._class_of_row[dst] = self._class_of_row[src]
         moved = self._ids[src]
@@ -288,7 +304,6 @@ class VectorIndex:
             self._resid,
             self._scale,
             self._scale2,
-            self._err2,
             self._live,
             self._class_of_row,
         ]
@@ -300,7 +315,6 @@ class VectorIndex:
             self._resid,
             self._scale,
             self._scale2,
-            self._err2,
             self._live,
             grown_class,
         ]
@@ -346,9 +360,9 @@ class VectorIndex:
             or [np.zeros(0, dtype=np.int64)]
         )
         old_codes = (self._codes, self._resid)
-        old_floats = (self._scale, self._scale2, self._err2)
+        old_floats = (self._scale, self._scale2)
         ids = [self._ids[int(r)] for r in order]
-        err1_max = self._err1_max
+        errors = (self._err1_max, self._err2_max)
         items_list = [s.items for s in segments]
         counts = [s.count for s in segments]
         self._reset(max(n + n // 8, 16))
@@ -356,7 +370,6 @@ class VectorIndex:
         self._resid[:n] = old_codes[1][order]
         self._scale[:n] = old_floats[0][order]
         self._scale2[:n] = old_floats[1][order]
-        self._err2[:n] = old_floats[2][order]
         self._ids = ids
         self._row = {chunk_id: row for row, chunk_id in enumerate(ids) if chunk_id is not None}
         start = 0
@@ -366,7 +379,7 @@ class VectorIndex:
             start += count
         self._live[:n] = True
         self._end = n
-        self._err1_max = err1_max
+        self._err1_max, self._err2_max = errors
 
     # -- reads -------------------------------------------------------------------------
 
@@ -411,26 +424,42 @@ class VectorIndex:
                 runs.append((start, stop))
         return runs
 
-    def _stage1(
-        self, query: quantized.QueryCode, classes: set[int] | None
-    ) -> tuple[Rows, quantized.F64]:
-        """Rows scanned and their stage-1 scores ``a``."""
-        if classes is None and self._end == len(self._row):
+    def _selection(self, classes: set[int] | None) -> tuple[list[tuple[int, int]], Rows | None]:
+        """Runs to scan and, when there are several, the rows they cover (None: one
+        run, or the whole matrix with its free rows). Kept until the layout changes:
+        searches outnumber the writes."""
+        key = None if classes is None else frozenset(classes)
+        hit = self._selections.get(key)
+        if hit is not None and hit[0] == self._version:
+            return hit[1], hit[2]
+        rows: Rows | None = None
+        if classes is None:
             runs = [(0, self._end)] if self._end else []
-        elif classes is None:
-            dots = quantized.int_dots(query.codes, self._codes[: self._end])
-            rows: Rows = np.nonzero(self._live[: self._end])[0]
-            return rows, dots[rows] * (query.scale * self._scale[rows])
+            if self._end != len(self._row):
+                rows = np.nonzero(self._live[: self._end])[0]
         else:
             runs = self._runs(classes)
+            if len(runs) > 1:
+                rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
+        if len(self._selections) >= 1024:
+            self._selections.clear()
+        self._selections[key] = (self._version, runs, rows)
+        return runs, rows
+
+    def _stage1(self, query: quantized.QueryCode, classes: set[int] | None) -> tuple[Rows, F64]:
+        """Rows scanned and their stage-1 scores ``a``."""
+        runs, rows = self._selection(classes)
         if not runs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+            return _NO_ROWS, _NO_SCORES
         if len(runs) == 1:
             start, stop = runs[0]
-            rows = np.arange(start, stop, dtype=np.int64)
             dots = quantized.int_dots(query.codes, self._codes[start:stop])
-            return rows, dots * (query.scale * self._scale[start:stop])
-        rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
+            if rows is None:  # one run, every row live
+                rows = np.arange(start, stop, dtype=np.int64)
+                return rows, dots * (query.scale * self._scale[start:stop])
+            # The whole matrix, free rows among the live ones.
+            return rows, dots[rows] * (query.scale * self._scale[rows])
+        assert rows is not None
         if len(runs) <= _MAX_RUNS:
             dots = np.concatenate(
                 [quantized.int_dots(query.codes, self._codes[a:b]) for a, b in runs]
@@ -444,23 +473,28 @@ class VectorIndex:
         classes when None): a superset of the true top k and its ties, best first by
         an approximate score (see :mod:`ratatoskr.memory.quantized`)."""
         code = quantized.encode_query(query)
-        rows, approx = self._stage1(code, classes)
-        if rows.size > k:
+        rows, scores = self._stage1(code, classes)
+        count = rows.size
+        if count > k:
             b1 = quantized.bound1(code, self._err1_max, self.dim)
-            kth = float(np.partition(approx, rows.size - k)[rows.size - k])
-            rows = rows[approx >= kth - 2.0 * b1]
-        if rows.size == 0:
-            return []
-        v = quantized.dequantize(
-            self._codes[rows], self._scale[rows], self._resid[rows], self._scale2[rows]
-        )
-        scores = np.einsum("ij,j->i", v, code.exact)
-        if rows.size > k:
-            b2 = quantized.bounds2(code, self._err2[rows], self.dim)
-            lower = scores - b2
-            floor = float(np.partition(lower, rows.size - k)[rows.size - k])
-            keep = scores + b2 >= floor
-            rows, scores = rows[keep], scores[keep]
-        order = np.argsort(-scores, kind="stable")
+            kth = float(np.partition(scores, count - k)[count - k])
+            keep = np.flatnonzero(scores >= kth - 2.0 * b1)
+            rows = rows[keep]
+            count = keep.size
+            if count > k:
+                v = quantized.dequantize(
+                    self._codes[rows], self._scale[rows], self._resid[rows], self._scale2[rows]
+                )
+                scores = v @ code.exact
+                b2 = quantized.bound2(code, self._err2_max, self.dim)
+                kth = float(np.partition(scores, count - k)[count - k])
+                keep = np.flatnonzero(scores >= kth - 2.0 * b2)
+                rows, scores = rows[keep], scores[keep]
+            else:
+                scores = scores[keep]
+        order = np.argsort(-scores)
         ids = self._ids
-        return [Candidate(str(ids[int(rows[j])]), float(scores[j])) for j in order]
+        return [
+            Candidate(str(ids[r]), s)
+            for r, s in zip(rows[order].tolist(), scores[order].tolist(), strict=True)
+        ]
