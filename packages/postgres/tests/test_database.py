@@ -47,8 +47,11 @@ def test_fresh_schema_records_migrations_and_dimension(
 ) -> None:
     store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=12)
     assert _rows(
-        pg_dsn, sql.SQL("SELECT plane, version FROM {}").format(_q(schema, "ratatoskr_schema"))
-    ) == [("memory", 1)]
+        pg_dsn,
+        sql.SQL("SELECT plane, version FROM {} ORDER BY version").format(
+            _q(schema, "ratatoskr_schema")
+        ),
+    ) == [("memory", 1), ("memory", 2)]
     assert _rows(
         pg_dsn, sql.SQL("SELECT key, value FROM {}").format(_q(schema, "ratatoskr_meta"))
     ) == [("embedding_dim", "12")]
@@ -80,9 +83,12 @@ def test_concurrent_opens_migrate_once(pg_dsn: str, schema: str) -> None:
         t.join()
     assert errors == []
     rows = _rows(
-        pg_dsn, sql.SQL("SELECT plane, version FROM {}").format(_q(schema, "ratatoskr_schema"))
+        pg_dsn,
+        sql.SQL("SELECT plane, version FROM {} ORDER BY version").format(
+            _q(schema, "ratatoskr_schema")
+        ),
     )
-    assert rows == [("memory", 1)]
+    assert rows == [("memory", 1), ("memory", 2)]
 
 
 def test_dimension_mismatch_is_refused_and_changes_nothing(

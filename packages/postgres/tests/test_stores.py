@@ -17,9 +17,16 @@ from bifrost.context import DispatchContext
 from bifrost.scope import matches_scope
 from ratatoskr.affect.postgres import open_postgres_affect_store
 from ratatoskr.memory.postgres import open_postgres_memory_store
+from ratatoskr.memory.postgres.schema import (
+    COVERED_DIM_MAX,
+    COVERED_TENANT_BYTES,
+    COVERING_INDEX,
+)
 from ratatoskr.memory.postgres.store import rerank_margin
 from ratatoskr.postgres import Pool
+from ratatoskr.postgres.scope import conjunctions
 from ratatoskr.postgres.text import from_db, to_db
+from ratatoskr.postgres.vector import Vector
 
 CTX = DispatchContext(actor="a", plane="memory")
 ODD = ["\x00", "\x01", "a\x00", "a\x01", "a", "a\x00b", "\x01\x02", "\x7f", "ü", "🦊", "b"]
@@ -198,3 +205,90 @@ def test_largest_unions(pg_pool: Pool, schema: str) -> None:
     finally:
         with pg_pool.connection() as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(f"{schema}_a")))
+
+
+def _plan(pool: Pool, schema: str, statement: bytes, params: tuple[Any, ...]) -> str:
+    with pool.connection() as conn:  # the pool's connections can send a Vector
+        conn.execute(sql.SQL("VACUUM ANALYZE {}.memory_chunks").format(sql.Identifier(schema)))
+        # A tiny table: the planner would scan it, or take the plain index's bitmap (at
+        # 100k rows it picks the index-only scan by itself: benchmarks/postgres_bench.py).
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+        try:
+            rows = conn.execute(b"EXPLAIN " + statement, params).fetchall()
+        finally:
+            conn.execute("RESET ALL")
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def test_tenant_search_is_an_index_only_scan_and_long_values_still_work(
+    pg_dsn: str, pg_pool: Pool, schema: str
+) -> None:
+    """384 dims: the covering index exists, holds the longest ids with tenants up to its
+    bound (random, incompressible characters), and a tenant-scoped search reads it
+    alone; a tenant past the bound is kept out of it and still found exactly."""
+
+    dim = 384
+    rng = random.Random(5)
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=dim)
+
+    def noise(n: int) -> str:  # 2-byte UTF-8 characters pglz cannot shrink
+        return "".join(chr(rng.randrange(0x400, 0x7FF)) for _ in range(n))
+
+    short, long_ = noise(COVERED_TENANT_BYTES // 2), noise(COVERED_TENANT_BYTES // 2 + 1)
+    recs: list[dict[str, Any]] = [
+        {
+            "id": noise(256) if i < 4 else f"c{i}",  # 512 bytes: the longest id there is
+            "embedding": [rng.gauss(0, 1) for _ in range(dim)],
+            "scope": {"tenant": short if i % 2 else long_},
+        }
+        for i in range(40)
+    ]
+    store.upsert_many(recs, idempotency_key="k", ctx=CTX)
+    q: list[float] = recs[7]["embedding"]
+    for tenant in (short, long_):
+        got = store.search(q, top_k=5, scope_all={"tenant": tenant})
+        members = [r for r in recs if r["scope"]["tenant"] == tenant]
+        v = np.asarray(q) / np.linalg.norm(q)
+        truth = sorted(
+            members,
+            key=lambda r: (
+                -float(np.asarray(r["embedding"]) @ v / np.linalg.norm(r["embedding"])),
+                r["id"],
+            ),
+        )[:5]
+        assert [r["chunk_id"] for r in got] == [r["id"] for r in truth]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        indexed = conn.execute(
+            sql.SQL(
+                "SELECT count(*) FROM {}.memory_chunks WHERE octet_length(tenant) <= %s"
+            ).format(sql.Identifier(schema)),
+            (COVERED_TENANT_BYTES,),
+        ).fetchone()
+    assert indexed == (20,)
+    probe = Vector(np.asarray(q, dtype=np.float32) / np.float32(np.linalg.norm(q)))
+    statement = store._search_sql(conjunctions({"tenant": short}, []))
+    plan = _plan(pg_pool, schema, statement, (probe, to_db(short), 21, 4, 1e-4))
+    assert f"Index Only Scan using {COVERING_INDEX}" in plan, plan
+    statement = store._search_sql(conjunctions({"tenant": long_}, []))
+    assert COVERING_INDEX not in _plan(
+        pg_pool, schema, statement, (probe, to_db(long_), 21, 4, 1e-4)
+    )
+
+
+def test_no_covering_index_where_the_vector_cannot_fit(
+    pg_dsn: str, pg_pool: Pool, schema: str
+) -> None:
+    dim = COVERED_DIM_MAX + 1
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=dim)
+    rec = {"id": "x" * 512, "embedding": [1.0] * dim, "scope": {"tenant": "t" * 256}}
+    store.upsert_many([rec], idempotency_key="k", ctx=CTX)
+    assert [
+        r["chunk_id"] for r in store.search([1.0] * dim, top_k=1, scope_all={"tenant": "t" * 256})
+    ] == ["x" * 512]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+            (schema, COVERING_INDEX),
+        ).fetchone()
+    assert found == (0,)

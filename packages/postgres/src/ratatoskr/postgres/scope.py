@@ -12,6 +12,13 @@ contradict ``scope_all`` dropped; just ``scope_all`` when ``scope_any`` is empty
 or one of its members adds nothing to it — an empty member matches every
 record). A NULL column never equals a value, so a record with scope ``{}``
 matches only unfiltered searches, as the spec says.
+
+*Bounds* let a filter use a partial index that holds only short values of an
+axis (``WHERE octet_length(axis) <= N``: an index entry has a size limit). A
+filter value that is itself at most ``N`` bytes stored gets the same predicate
+added beside its equality — true of every row equal to it, so the result is
+unchanged, and the planner can prove the partial index applies; a longer value
+does not get it and is answered by the other indexes.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from ratatoskr.postgres.text import from_db, to_db, utf8_encodable
 
 __all__ = [
     "AXIS_COLUMNS",
+    "Bounds",
     "Conjunction",
     "FilterShape",
     "conjunction_sql",
@@ -48,9 +56,12 @@ if tuple(AXIS_COLUMNS) != SCOPE_LATTICE:  # pragma: no cover - a new axis needs 
     raise RuntimeError("the scope lattice changed: the PostgreSQL schema needs a column for it")
 
 Conjunction = dict[str, str]
-# Which axes each conjunction constrains: the SQL of a filter depends on this alone,
-# so a store renders each shape's statement once and binds the values.
+# Which axes each conjunction constrains (and which of them carry a bound, marked
+# "axis<="): the SQL of a filter depends on this alone, so a store renders each
+# shape's statement once and binds the values.
 FilterShape = tuple[tuple[str, ...], ...]
+# Axis → the largest stored value (bytes UTF-8) a partial index of it holds.
+Bounds = Mapping[str, int]
 
 
 def scope_columns(scope: Mapping[str, str]) -> tuple[str | None, ...]:
@@ -90,10 +101,18 @@ def conjunctions(
     return out
 
 
+def _within(axis: str, value: str, bounds: Bounds | None) -> bool:
+    """Whether ``value`` of ``axis`` gets its bound's predicate (see the module docstring)."""
+    if not bounds or axis not in bounds:
+        return False
+    return len(to_db(value).encode("utf-8")) <= bounds[axis]
+
+
 def conjunction_sql(
-    conj: Conjunction, alias: str | None = None
+    conj: Conjunction, alias: str | None = None, bounds: Bounds | None = None
 ) -> tuple[sql.Composable, list[str]]:
-    """``axis = %s AND …`` (``TRUE`` for the empty conjunction) and its parameters."""
+    """``axis = %s AND …`` (``TRUE`` for the empty conjunction) and its parameters;
+    ``octet_length(axis) <= N`` beside each value within ``bounds``."""
     if not conj:
         return sql.SQL("TRUE"), []
     parts: list[sql.Composable] = []
@@ -103,12 +122,24 @@ def conjunction_sql(
             column = sql.Identifier(name) if alias is None else sql.Identifier(alias, name)
             parts.append(sql.SQL("{} = %s").format(column))
             params.append(to_db(conj[axis]))
+            if bounds is not None and _within(axis, conj[axis], bounds):
+                # A literal, as in the index's predicate: a parameter would hide it.
+                parts.append(
+                    sql.SQL("octet_length({}) <= {}").format(column, sql.Literal(bounds[axis]))
+                )
     return sql.SQL(" AND ").join(parts), params
 
 
-def filter_shape(conjs: Sequence[Conjunction]) -> FilterShape:
+def filter_shape(conjs: Sequence[Conjunction], bounds: Bounds | None = None) -> FilterShape:
     """The shape of a union (the key of its rendered SQL)."""
-    return tuple(tuple(axis for axis in AXIS_COLUMNS if axis in conj) for conj in conjs)
+    return tuple(
+        tuple(
+            f"{axis}<=" if _within(axis, conj[axis], bounds) else axis
+            for axis in AXIS_COLUMNS
+            if axis in conj
+        )
+        for conj in conjs
+    )
 
 
 def filter_params(conjs: Sequence[Conjunction]) -> list[str]:
@@ -116,17 +147,19 @@ def filter_params(conjs: Sequence[Conjunction]) -> list[str]:
     return [to_db(conj[axis]) for conj in conjs for axis in AXIS_COLUMNS if axis in conj]
 
 
-def where_sql(conjs: Sequence[Conjunction]) -> tuple[sql.Composable, list[str]]:
+def where_sql(
+    conjs: Sequence[Conjunction], bounds: Bounds | None = None
+) -> tuple[sql.Composable, list[str]]:
     """The union of ``conjs`` as one boolean SQL expression and its parameters
     (``conjs`` must not be empty: the caller answers "nothing matches" itself)."""
     if not conjs:
         raise ValueError("an empty union matches nothing; do not query")
     if len(conjs) == 1:
-        return conjunction_sql(conjs[0])
+        return conjunction_sql(conjs[0], bounds=bounds)
     parts: list[sql.Composable] = []
     params: list[str] = []
     for conj in conjs:
-        text, values = conjunction_sql(conj)
+        text, values = conjunction_sql(conj, bounds=bounds)
         parts.append(sql.SQL("({})").format(text))
         params.extend(values)
     return sql.SQL(" OR ").join(parts), params

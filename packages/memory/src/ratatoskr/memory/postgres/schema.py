@@ -18,6 +18,22 @@ by construction.
   than PLAIN, so a dimension too large for a heap page still works, out of line.
 - A btree per scope axis (partial: only rows that carry the axis), so scoped
   searches read only the in-scope rows.
+- Migration 2: the tenant index also carries ``chunk_id`` and ``embedding``
+  (``INCLUDE``), so a search scoped by tenant is an index-only scan: a tenant's
+  rows sit together in the index's leaf pages (about 5 per page at 384 dims)
+  where the heap scatters them (about one page each) — a 1% scope at 100k read
+  253 buffers instead of 1002, and its scan took 1.1 ms instead of 2.4 in one
+  ``EXPLAIN ANALYZE``. A btree entry holds at most ~2.7 KB, so this index exists
+  only when the vector fits (``embedding_dim`` ≤ :data:`COVERED_DIM_MAX`, 472)
+  and holds tenants of at most :data:`COVERED_TENANT_BYTES` (a search adds that
+  bound to its filter when its tenant is that short, see
+  ``ratatoskr.postgres.scope``; a longer tenant's rows are found through the
+  plain index); above
+  that the migration records itself and changes nothing, and tenant-scoped
+  searches keep the plain index. The plain tenant index stays: a conjunction
+  with another axis intersects the small one. (Index-only scans need the
+  visibility map, which autovacuum keeps; a page written since its last pass is
+  read from the heap, correct either way.)
 - **No HNSW / IVFFlat index**, ever: the planner would pick it for some scoped
   searches depending on statistics, and the result would silently stop being
   the exact top_k (measured on pgvector 0.8: recall 0.79 at a 1% scope).
@@ -36,11 +52,28 @@ from ratatoskr.postgres.extension import ensure_vector_extension
 from ratatoskr.postgres.ledger import PostgresLedger
 from ratatoskr.postgres.migrations import Migration
 
-__all__ = ["CHUNKS", "LEDGER_TABLE", "PLANE", "ledger", "migrations"]
+__all__ = [
+    "CHUNKS",
+    "COVERED_DIM_MAX",
+    "COVERED_TENANT_BYTES",
+    "COVERING_INDEX",
+    "LEDGER_TABLE",
+    "PLANE",
+    "ledger",
+    "migrations",
+]
 
 PLANE = "memory"
 CHUNKS = "memory_chunks"
 LEDGER_TABLE = "memory_idempotency"
+COVERING_INDEX = f"{CHUNKS}_tenant_vectors"
+# The tenants the covering index holds: stored values of at most this many bytes
+# (a search for a longer tenant uses the plain index; see ratatoskr.postgres.scope).
+COVERED_TENANT_BYTES = 256
+# The largest dimension whose entry fits a btree (at most 2704 bytes on 8 KB pages):
+# an 8-byte tuple header, the tenant and a chunk id of at most 512 bytes (4-byte
+# varlena headers each), the vector (8 + 4 per dimension) and alignment slack.
+COVERED_DIM_MAX = (2704 - 8 - (4 + COVERED_TENANT_BYTES) - (4 + 512) - 8 - 24) // 4
 
 
 def _table(schema: str, name: str) -> sql.Composed:
@@ -54,7 +87,8 @@ def ledger(schema: str) -> PostgresLedger:
 def migrations(schema: str, embedding_dim: int) -> list[Migration]:
     """The migrations of a memory store in ``schema`` (the dimension is fixed at creation)."""
     return [
-        Migration(1, "chunks with unit vectors, scope columns, ledger", _v1(schema, embedding_dim))
+        Migration(1, "chunks with unit vectors, scope columns, ledger", _v1(schema, embedding_dim)),
+        Migration(2, "tenant index covering chunk_id and embedding", _v2(schema, embedding_dim)),
     ]
 
 
@@ -97,5 +131,23 @@ def _v1(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
                 )
             )
         cur.execute(ledger(schema).create_sql())
+
+    return create
+
+
+def _v2(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
+    def create(cur: Cursor[Any]) -> None:
+        if dim > COVERED_DIM_MAX:
+            return  # an entry could exceed a btree's limit: inserts would fail
+        cur.execute(
+            sql.SQL(
+                "CREATE INDEX {i} ON {t} (tenant) INCLUDE (chunk_id, embedding)"
+                " WHERE tenant IS NOT NULL AND octet_length(tenant) <= {n}"
+            ).format(
+                i=sql.Identifier(COVERING_INDEX),
+                t=_table(schema, CHUNKS),
+                n=sql.Literal(COVERED_TENANT_BYTES),
+            )
+        )
 
     return create

@@ -69,6 +69,7 @@ from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import (
     AXIS_COLUMNS,
+    Bounds,
     FilterShape,
     conjunctions,
     filter_params,
@@ -121,6 +122,12 @@ class PostgresMemoryStore:
         self.max_scope_any = max_scope_any
         self._clock = clock
         self._margin = rerank_margin(embedding_dim)
+        # Filters name the covering index's bound so the planner may use it (schema.py).
+        self._bounds: Bounds | None = (
+            {"tenant": memory_schema.COVERED_TENANT_BYTES}
+            if embedding_dim <= memory_schema.COVERED_DIM_MAX
+            else None
+        )
         self._ledger = memory_schema.ledger(db.schema)
         found = db.run(vector_extension)
         if found is None:
@@ -358,12 +365,12 @@ class PostgresMemoryStore:
     def _search_sql(self, conjs: Sequence[dict[str, str]]) -> bytes:
         """The search statement for the shape of ``conjs``, rendered once per shape (bytes
         skip psycopg's composition on every call, and its parse cache keys on them)."""
-        shape = filter_shape(conjs)
+        shape = filter_shape(conjs, self._bounds)
         cached = self._search_by_shape.get(shape)
         if cached is not None:
             return cached
         t, vector, neg_dot = self._search_head
-        where, _params = where_sql(conjs)
+        where, _params = where_sql(conjs, self._bounds)
         statement = sql.SQL(
             "WITH top AS ("
             " SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
