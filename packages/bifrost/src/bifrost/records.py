@@ -17,14 +17,18 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+import orjson
+
 from bifrost.errors import InvalidArguments
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
     "MAX_ID_BYTES",
+    "canonical_record",
     "claim_id",
     "json_copy",
+    "load_canonical",
     "record_label",
     "validate_expected_revisions",
     "validate_id",
@@ -71,14 +75,40 @@ def claim_id(seen: dict[str, int], rid: str, index: int, what: str = "an id") ->
         raise InvalidArguments(f"records {first} and {index} share {what}")
 
 
-def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
-    """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
+def canonical_record(record: dict[str, Any], index: int | None = None) -> tuple[bytes, bool]:
+    """The canonical JSON of ``record`` (:func:`bifrost.jsoncodec.canonical_json`'s bytes)
+    and whether orjson wrote it alone: then plain orjson parses it back exactly and it
+    is, byte for byte, the record's part of its batch's canonical JSON (see
+    :func:`bifrost.writes.digest_of_canonical`).
+
+    Fast where records are plain JSON: orjson writes NaN and ±Infinity as ``null``, so
+    its output without a ``null`` cannot have held one and needs no further check;
+    output with one, and what orjson refuses (integers past 64 bits), go through the
+    codec. Raises InvalidArguments for what JSON cannot carry.
+    """
     try:
-        data = canonical_json(record)
+        data: bytes | None = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        data = None
+    if data is not None and b"null" not in data:
+        return data, True
+    try:
+        checked = canonical_json(record)
     except (TypeError, ValueError):
         raise InvalidArguments(f"{record_label(index)}: not JSON-serialisable") from None
-    loaded: dict[str, Any] = json_loads_exact(data)
+    return checked, data is not None
+
+
+def load_canonical(data: bytes | str, plain: bool) -> dict[str, Any]:
+    """A record's canonical JSON parsed exactly: plain orjson when orjson wrote it alone
+    (``plain``, see :func:`canonical_record`), else the codec's exact parse."""
+    loaded: dict[str, Any] = orjson.loads(data) if plain else json_loads_exact(data)
     return loaded
+
+
+def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+    """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
+    return load_canonical(*canonical_record(record, index))
 
 
 def validate_records_common(

@@ -46,6 +46,7 @@ began to wait.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, overload
@@ -57,6 +58,7 @@ from bifrost.idempotency import (
     ttl_seconds,
     validate_idempotency_key,
 )
+from bifrost.jsoncodec import canonical_json
 from bifrost.records import validate_expected_revisions
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "begin_write",
     "build_write_request",
     "check_revisions",
+    "digest_of_canonical",
     "record_write",
     "replay_or_conflict",
     "replay_write",
@@ -143,6 +146,19 @@ def validate_idempotency(
     return key, idempotency_class if isinstance(idempotency_class, str) else None
 
 
+def digest_of_canonical(records_json: Sequence[bytes], expected_revisions: dict[str, int]) -> str:
+    """:func:`bifrost.idempotency.request_digest` of a batch given as each record's
+    canonical JSON written by orjson alone (:func:`bifrost.records.canonical_record`;
+    those compose into the batch's canonical JSON byte for byte) and its validated
+    ``expected_revisions``: the same digest, without serialising the records again."""
+    digest = hashlib.sha256(b'{"expected_revisions":')
+    digest.update(canonical_json(expected_revisions))
+    digest.update(b',"records":[')
+    digest.update(b",".join(records_json))
+    digest.update(b"]}")
+    return digest.hexdigest()
+
+
 def build_write_request(
     verb: str,
     result_field: str,
@@ -153,10 +169,14 @@ def build_write_request(
     expected_revisions: object,
     idempotency_key: str,
     idempotency_class: str | None,
+    records_json: Sequence[bytes] | None = None,
 ) -> WriteRequest[ItemT]:
     """The request of a batch whose items and ids are validated: checks
     ``expected_revisions`` against ``ids`` and computes the digest over the
-    ``records`` and ``expected_revisions`` as they were sent.
+    ``records`` and ``expected_revisions`` as they were sent — from
+    ``records_json`` when validation has every record's canonical JSON as orjson
+    alone wrote it (:func:`bifrost.records.canonical_record`), which is the same
+    digest without serialising the batch again.
 
     Raises InvalidArguments (``expected_revisions`` not null or an object of ids of
     this batch → integers ≥ 0).
@@ -167,7 +187,9 @@ def build_write_request(
         items=tuple(items),
         ids=tuple(ids),
         expected=expected,
-        digest=request_digest(records, expected_revisions),
+        digest=request_digest(records, expected_revisions)
+        if records_json is None
+        else digest_of_canonical(records_json, expected),
         idempotency_key=idempotency_key,
         idempotency_class=idempotency_class,
         result_field=result_field,

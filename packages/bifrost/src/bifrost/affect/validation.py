@@ -8,14 +8,16 @@ key. Duplicate keys within one ``put_many`` batch → ``InvalidArguments``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from bifrost.errors import InvalidArguments
 from bifrost.records import (
     DEFAULT_MAX_BATCH,
+    canonical_record,
     claim_id,
-    json_copy,
+    load_canonical,
     record_label,
     validate_id,
     validate_ids,
@@ -46,11 +48,18 @@ RESERVED_AFFECT_FIELDS = ("revision", "recorded_at")
 
 @dataclass(frozen=True)
 class ValidatedAffect:
-    """One put record after validation; ``record`` is a private verbatim copy."""
+    """One put record after validation: its key, its scope and ``record_json``, the
+    record's canonical JSON (what a store keeps; a conduit never needs more).
+    ``record`` is a private verbatim copy, parsed from it on first use."""
 
     key: str
     scope: dict[str, str]
-    record: dict[str, Any]
+    record_json: str
+    plain: bool = True  # orjson alone wrote record_json (bifrost.records.canonical_record)
+
+    @functools.cached_property
+    def record(self) -> dict[str, Any]:
+        return load_canonical(self.record_json, self.plain)
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,8 @@ def validate_put(
     recs = validate_records_common(records, max_batch=max_batch)
     out: list[ValidatedAffect] = []
     seen: dict[str, int] = {}
+    texts: list[bytes] = []
+    all_plain = True
     for i, rec in enumerate(recs):
         where = record_label(i)
         if "key" not in rec:
@@ -109,7 +120,10 @@ def validate_put(
         if "scope" not in rec:
             raise InvalidArguments(f"{where}: missing scope (use {{}} for unscoped)")
         scope = validate_record_scope(rec["scope"], f"{where}: scope")
-        out.append(ValidatedAffect(key, scope, json_copy(rec, i)))
+        text, plain = canonical_record(rec, i)
+        texts.append(text)
+        all_plain = all_plain and plain
+        out.append(ValidatedAffect(key, scope, text.decode("utf-8"), plain))
     return build_write_request(
         "put_many",
         "written",
@@ -119,6 +133,7 @@ def validate_put(
         expected_revisions=expected_revisions,
         idempotency_key=idem_key,
         idempotency_class=cls,
+        records_json=texts if all_plain else None,
     )
 
 

@@ -15,8 +15,10 @@ from bifrost.errors import InvalidArguments
 from bifrost.records import (
     DEFAULT_MAX_BATCH,
     MAX_ID_BYTES,
+    canonical_record,
     claim_id,
     json_copy,
+    load_canonical,
     record_label,
     validate_expected_revisions,
     validate_id,
@@ -147,6 +149,8 @@ def validate_upsert(
     recs = validate_records_common(records, max_batch=max_batch)
     out: list[ValidatedChunk] = []
     seen: dict[str, int] = {}
+    texts: list[bytes] = []
+    all_plain = True
     for i, rec in enumerate(recs):
         where = record_label(i)
         cid = record_id(rec, i)
@@ -166,7 +170,10 @@ def validate_upsert(
             raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
         if not injected and has_source:
             raise InvalidArguments(f"{where}: injection_source only allowed when injected")
-        out.append(ValidatedChunk(cid, emb, scope, json_copy(rec, i)))
+        text, plain = canonical_record(rec, i)
+        texts.append(text)
+        all_plain = all_plain and plain
+        out.append(ValidatedChunk(cid, emb, scope, load_canonical(text, plain)))
     return build_write_request(
         "upsert_many",
         "upserted",
@@ -176,6 +183,7 @@ def validate_upsert(
         expected_revisions=expected_revisions,
         idempotency_key=key,
         idempotency_class=cls,
+        records_json=texts if all_plain else None,
     )
 
 
