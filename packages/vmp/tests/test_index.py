@@ -127,7 +127,7 @@ def test_random_embeddings_prefilter(dim: int) -> None:
         for k in (1, 10, 100):
             assert view.top_k(query.tolist(), k) == ranked[:k]
         # On ordinary data the float pass leaves few rows for the exact pass.
-        assert len(view._prefilter(query, 10)) < 100
+        assert len(view.prefilter(query, 10)) < 100
 
 
 def test_views_survive_appends_and_epochs() -> None:

@@ -39,7 +39,7 @@ from ratatoskr.vmp.errors import (
     NotFound,
     VmpError,
 )
-from ratatoskr.vmp.fixedpoint import MAX_DIM, score_of, to_fixed_vector
+from ratatoskr.vmp.fixedpoint import MAX_DIM, score_of, to_fixed_array, to_fixed_vector
 from ratatoskr.vmp.index import ExactIndex, IndexView, Int32Matrix
 from ratatoskr.vmp.schema import (
     EDGE_PARENT_OF,
@@ -350,7 +350,7 @@ class VmpStore:
         """
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidArgument(f"k must be an integer within 1…{MAX_K}")
-        fixed = to_fixed_vector(query_vector, self.dim)
+        fixed = to_fixed_array(query_vector, self.dim)
         with _storage_errors(), self._db.read() as conn:
             top = self._view(conn).top_k(fixed, k)
             if not top:
