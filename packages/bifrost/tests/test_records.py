@@ -17,11 +17,13 @@ from bifrost.jsoncodec import canonical_json
 from bifrost.memory.validation import validate_upsert
 from bifrost.records import (
     MAX_ID_BYTES,
+    CanonicalBatch,
     canonical_record,
     claim_id,
     json_copy,
     load_canonical,
     record_label,
+    required_scope,
     validate_expected_revisions,
     validate_id,
     validate_ids,
@@ -139,3 +141,26 @@ def test_a_validated_affect_record_is_its_canonical_json_and_a_private_copy() ->
     rec["nested"]["b"].append(2)
     assert item.record == {"key": "k", "scope": {"tenant": "t"}, "nested": {"b": [1], "a": 2}}
     assert item.record is item.record  # parsed once
+
+
+def test_canonical_batch_gives_every_text_only_when_all_are_plain() -> None:
+    batch = CanonicalBatch()
+    assert batch.add({"b": 1, "a": None}, 0) == (b'{"a":null,"b":1}', True)
+    assert batch.add({"x": 2.5}, 1) == (b'{"x":2.5}', True)
+    texts = batch.records_json
+    assert texts == [b'{"a":null,"b":1}', b'{"x":2.5}']
+    batch.add({"n": 2**70}, 2)
+    assert batch.records_json is None
+    with pytest.raises(InvalidArguments, match="record 3: not JSON-serialisable"):
+        batch.add({"v": math.nan}, 3)
+
+
+def test_required_scope() -> None:
+    assert required_scope({"scope": {}}, "record 0") == {}
+    assert required_scope({"scope": {"tenant": "t"}}, "record 0") == {"tenant": "t"}
+    with pytest.raises(
+        InvalidArguments, match=r"record 2: missing scope \(use \{\} for unscoped\)"
+    ):
+        required_scope({}, "record 2")
+    with pytest.raises(InvalidArguments, match="record 2: scope"):
+        required_scope({"scope": {"tenant": 3}}, "record 2")

@@ -21,15 +21,18 @@ import orjson
 
 from bifrost.errors import InvalidArguments
 from bifrost.jsoncodec import canonical_json, json_loads_exact
+from bifrost.scope import validate_record_scope
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
     "MAX_ID_BYTES",
+    "CanonicalBatch",
     "canonical_record",
     "claim_id",
     "json_copy",
     "load_canonical",
     "record_label",
+    "required_scope",
     "validate_expected_revisions",
     "validate_id",
     "validate_ids",
@@ -106,6 +109,29 @@ def load_canonical(data: bytes | str, plain: bool) -> dict[str, Any]:
     return loaded
 
 
+class CanonicalBatch:
+    """The canonical JSON of a batch's records, made once each as validation reaches
+    them (:meth:`add`); :attr:`records_json` gives every text at the end when orjson
+    alone wrote them all, so the request digest composes from them
+    (:func:`bifrost.writes.digest_of_canonical`)."""
+
+    def __init__(self) -> None:
+        self._texts: list[bytes] = []
+        self._plain = True
+
+    def add(self, record: dict[str, Any], index: int) -> tuple[bytes, bool]:
+        """:func:`canonical_record` of record ``index``, kept. Raises InvalidArguments."""
+        text, plain = canonical_record(record, index)
+        self._texts.append(text)
+        self._plain = self._plain and plain
+        return text, plain
+
+    @property
+    def records_json(self) -> list[bytes] | None:
+        """Every record's text when all are plain (see :func:`canonical_record`), else None."""
+        return self._texts if self._plain else None
+
+
 def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
     """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
     return load_canonical(*canonical_record(record, index))
@@ -123,6 +149,14 @@ def validate_records_common(
         if not isinstance(r, dict):
             raise InvalidArguments(f"{record_label(i)}: must be an object")
     return records
+
+
+def required_scope(record: dict[str, Any], where: str) -> dict[str, str]:
+    """A record's ``scope``: required (``{}`` for unscoped) and a valid record scope
+    (:func:`bifrost.scope.validate_record_scope`). Raises InvalidArguments."""
+    if "scope" not in record:
+        raise InvalidArguments(f"{where}: missing scope (use {{}} for unscoped)")
+    return validate_record_scope(record["scope"], f"{where}: scope")
 
 
 def validate_expected_revisions(expected: object, ids: Collection[str]) -> dict[str, int]:

@@ -15,15 +15,16 @@ from typing import Any
 from bifrost.errors import InvalidArguments
 from bifrost.records import (
     DEFAULT_MAX_BATCH,
-    canonical_record,
+    CanonicalBatch,
     claim_id,
     load_canonical,
     record_label,
+    required_scope,
     validate_id,
     validate_ids,
     validate_records_common,
 )
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_record_scope, validate_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_scope
 from bifrost.writes import WriteRequest, build_write_request, validate_idempotency
 
 __all__ = [
@@ -106,8 +107,7 @@ def validate_put(
     recs = validate_records_common(records, max_batch=max_batch)
     out: list[ValidatedAffect] = []
     seen: dict[str, int] = {}
-    texts: list[bytes] = []
-    all_plain = True
+    batch = CanonicalBatch()
     for i, rec in enumerate(recs):
         where = record_label(i)
         if "key" not in rec:
@@ -117,12 +117,8 @@ def validate_put(
         for name in RESERVED_AFFECT_FIELDS:
             if name in rec:
                 raise InvalidArguments(f"{where}: '{name}' is reserved (store-owned)")
-        if "scope" not in rec:
-            raise InvalidArguments(f"{where}: missing scope (use {{}} for unscoped)")
-        scope = validate_record_scope(rec["scope"], f"{where}: scope")
-        text, plain = canonical_record(rec, i)
-        texts.append(text)
-        all_plain = all_plain and plain
+        scope = required_scope(rec, where)
+        text, plain = batch.add(rec, i)
         out.append(ValidatedAffect(key, scope, text.decode("utf-8"), plain))
     return build_write_request(
         "put_many",
@@ -133,7 +129,7 @@ def validate_put(
         expected_revisions=expected_revisions,
         idempotency_key=idem_key,
         idempotency_class=cls,
-        records_json=texts if all_plain else None,
+        records_json=batch.records_json,
     )
 
 

@@ -15,17 +15,18 @@ from bifrost.errors import InvalidArguments
 from bifrost.records import (
     DEFAULT_MAX_BATCH,
     MAX_ID_BYTES,
-    canonical_record,
+    CanonicalBatch,
     claim_id,
     json_copy,
     load_canonical,
     record_label,
+    required_scope,
     validate_expected_revisions,
     validate_id,
     validate_ids,
     validate_records_common,
 )
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_record_scope, validate_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_scope
 from bifrost.writes import WriteRequest, build_write_request, validate_idempotency
 
 __all__ = [
@@ -149,8 +150,7 @@ def validate_upsert(
     recs = validate_records_common(records, max_batch=max_batch)
     out: list[ValidatedChunk] = []
     seen: dict[str, int] = {}
-    texts: list[bytes] = []
-    all_plain = True
+    batch = CanonicalBatch()
     for i, rec in enumerate(recs):
         where = record_label(i)
         cid = record_id(rec, i)
@@ -161,18 +161,14 @@ def validate_upsert(
         if field not in rec:
             raise InvalidArguments(f"{where}: missing embedding")
         emb = validate_embedding(rec[field], embedding_dim, f"{where}: {field}")
-        if "scope" not in rec:
-            raise InvalidArguments(f"{where}: missing scope (use {{}} for unscoped)")
-        scope = validate_record_scope(rec["scope"], f"{where}: scope")
+        scope = required_scope(rec, where)
         injected = rec.get("origin") == "injected_context"
         has_source = rec.get("injection_source") is not None
         if injected and not has_source:
             raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
         if not injected and has_source:
             raise InvalidArguments(f"{where}: injection_source only allowed when injected")
-        text, plain = canonical_record(rec, i)
-        texts.append(text)
-        all_plain = all_plain and plain
+        text, plain = batch.add(rec, i)
         out.append(ValidatedChunk(cid, emb, scope, load_canonical(text, plain)))
     return build_write_request(
         "upsert_many",
@@ -183,7 +179,7 @@ def validate_upsert(
         expected_revisions=expected_revisions,
         idempotency_key=key,
         idempotency_class=cls,
-        records_json=texts if all_plain else None,
+        records_json=batch.records_json,
     )
 
 
