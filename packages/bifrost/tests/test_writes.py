@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
+from bifrost.affect.protocol import AffectWrites, affect_health, check_affect_limits
 from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing._ledger import PRUNE_PER_WRITE, DictLedger, LedgerEntry
 from bifrost.context import DispatchContext
 from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
 from bifrost.idempotency import idempotency_id, request_digest
+from bifrost.memory.protocol import MemoryWrites, memory_health
 from bifrost.memory.validation import ValidatedChunk, validate_upsert
 from bifrost.writes import (
     CONFLICT_MESSAGE,
@@ -238,3 +240,79 @@ def test_reference_stores_prune_their_ledgers() -> None:
     memory.upsert_many([chunk("a")], idempotency_key="later", ctx=CTX)
     affect.put_many([{"key": "a", "scope": {}}], idempotency_key="later", ctx=CTX)
     assert len(memory._ledger) == len(affect._ledger) == 1
+
+
+# -- the store helpers of the protocols -------------------------------------------------
+
+
+def test_health_helpers_are_what_the_reference_stores_answer() -> None:
+    assert memory_health(embedding_dim=2, max_batch=3, max_top_k=4) == {
+        "status": "ok",
+        "plane": "memory",
+        "embedding_dim": 2,
+        "distance": "cosine",
+        "max_batch": 3,
+        "max_top_k": 4,
+    }
+    assert InMemoryMemoryStore(2, max_batch=3, max_top_k=4).health() == memory_health(
+        embedding_dim=2, max_batch=3, max_top_k=4
+    )
+    assert affect_health(max_batch=3, max_page=4) == {
+        "status": "ok",
+        "plane": "affect",
+        "max_batch": 3,
+        "max_page": 4,
+    }
+    assert InMemoryAffectStore(max_batch=3, max_page=4).health() == affect_health(
+        max_batch=3, max_page=4
+    )
+
+
+def test_check_affect_limits() -> None:
+    check_affect_limits(max_batch=1, max_page=1, max_scope_any=1)
+    for bad in ({"max_batch": 0}, {"max_page": 0}, {"max_scope_any": -1}):
+        limits = {"max_batch": 1, "max_page": 1, "max_scope_any": 1, **bad}
+        with pytest.raises(ValueError, match="must be positive"):
+            check_affect_limits(**limits)
+
+
+def test_a_write_mixin_validates_before_its_store_sees_the_request() -> None:
+    seen: list[tuple[WriteRequest[Any], str]] = []
+
+    class Memory(MemoryWrites):
+        embedding_dim = 2
+        max_batch = 5
+
+        def perform_upsert(
+            self, request: WriteRequest[ValidatedChunk], actor: str
+        ) -> dict[str, Any]:
+            seen.append((request, actor))
+            return request.result()
+
+    class Affect(AffectWrites):
+        max_batch = 5
+
+        def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
+            seen.append((request, actor))
+            return request.result()
+
+    assert Memory().upsert_many([chunk("a")], idempotency_key="k", ctx=CTX) == {
+        "upserted": 1,
+        "replayed": False,
+    }
+    assert Affect().put_many(
+        [{"key": "a", "scope": {}}], idempotency_key="k", ctx=CTX, expected_revisions={"a": 0}
+    ) == {"written": 1, "replayed": False}
+    assert [(r.verb, r.ids, r.expected, actor) for r, actor in seen] == [
+        ("upsert_many", ("a",), {}, "agent-a"),
+        ("put_many", ("a",), {"a": 0}, "agent-a"),
+    ]
+    with pytest.raises(InvalidArguments, match="batch of 6 exceeds max_batch 5"):
+        Affect().put_many(
+            [{"key": str(i), "scope": {}} for i in range(6)], idempotency_key="k", ctx=CTX
+        )
+    with pytest.raises(InvalidArguments, match="record 0: embedding length 1 != 2"):
+        Memory().upsert_many(
+            [{"id": "a", "embedding": [1.0], "scope": {}}], idempotency_key="k", ctx=CTX
+        )
+    assert len(seen) == 2  # nothing invalid reached a store

@@ -24,7 +24,12 @@ from typing import Any
 
 import apsw
 
-from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectWrites, affect_health
+from bifrost.affect.protocol import (
+    AFFECT_CAPABILITIES,
+    AffectWrites,
+    affect_health,
+    check_affect_limits,
+)
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -72,8 +77,7 @@ class SqliteAffectStore(AffectWrites):
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if max_batch < 1 or max_page < 1 or max_scope_any < 1:
-            raise ValueError("max_batch, max_page and max_scope_any must be positive")
+        check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
         self._db = db
         self.max_batch = max_batch
         self.max_page = max_page
@@ -307,8 +311,7 @@ def open_affect_store(
     non-positive limits and StorageError subclasses (StorageUnavailable,
     StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable files.
     """
-    if max_batch < 1 or max_page < 1 or max_scope_any < 1:
-        raise ValueError("max_batch, max_page and max_scope_any must be positive")
+    check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
     db = Database(db_path, plane=PLANE, migrations=MIGRATIONS, options=options)
     try:
         return SqliteAffectStore(

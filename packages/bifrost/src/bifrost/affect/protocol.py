@@ -9,7 +9,13 @@ from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.context import DispatchContext
 from bifrost.writes import WriteRequest
 
-__all__ = ["AFFECT_CAPABILITIES", "AffectDataStore", "AffectWrites", "affect_health"]
+__all__ = [
+    "AFFECT_CAPABILITIES",
+    "AffectDataStore",
+    "AffectWrites",
+    "affect_health",
+    "check_affect_limits",
+]
 
 AFFECT_CAPABILITIES: dict[str, Any] = {
     "history_supported": True,
@@ -63,6 +69,12 @@ class AffectDataStore(Protocol):
     ) -> dict[str, Any]:
         """``{"items": [by key ascending], "next_after_key": str | None}``."""
         ...
+
+
+def check_affect_limits(*, max_batch: int, max_page: int, max_scope_any: int) -> None:
+    """The limits every affect store is opened with are positive; else ValueError."""
+    if max_batch < 1 or max_page < 1 or max_scope_any < 1:
+        raise ValueError("max_batch, max_page and max_scope_any must be positive")
 
 
 def affect_health(*, max_batch: int, max_page: int) -> dict[str, Any]:

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectWrites, affect_health
+from bifrost.affect.protocol import (
+    AFFECT_CAPABILITIES,
+    AffectWrites,
+    affect_health,
+    check_affect_limits,
+)
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -59,8 +64,7 @@ class InMemoryAffectStore(AffectWrites):
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if max_batch < 1 or max_page < 1 or max_scope_any < 1:
-            raise ValueError("max_batch, max_page and max_scope_any must be positive")
+        check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
         self.max_batch = max_batch
         self.max_page = max_page
         self.max_scope_any = max_scope_any
