@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 from bifrost.client import BifrostClient, build_envelope, mint_token
 from bifrost.errors import Forbidden, InvalidArguments, RevisionMismatch, Unauthenticated
 from ratatoskr.affect import RatatoskrAffectStore, build_affect_provider_app, open_affect_store
+from ratatoskr.affect.app import build_affect_plane_app
 
 KEY = b"heimdall-shared-secret-for-tests"
 WRONG_KEY = b"some-other-issuers-secret-key-32b"
@@ -33,6 +34,10 @@ def client(
     http: TestClient, *, actor: str = "worldtree", scope: dict[str, str] | None = None
 ) -> BifrostClient:
     return BifrostClient("", KEY, actor=actor, scope=scope, plane="affect", http_client=http)
+
+
+def test_the_old_name_is_the_builder() -> None:
+    assert build_affect_provider_app is build_affect_plane_app
 
 
 def test_key_is_required(store: RatatoskrAffectStore) -> None:

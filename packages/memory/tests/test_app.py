@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 from bifrost.client import BifrostClient
 from bifrost.errors import Forbidden, RevisionMismatch
 from ratatoskr.memory import RatatoskrMemoryStore, build_memory_provider_app, open_memory_store
+from ratatoskr.memory.app import build_memory_plane_app
 
 from .conftest import chunk, vec
 
@@ -29,6 +30,16 @@ def test_builds_app(app_store: RatatoskrMemoryStore) -> None:
     routes = {(r.path, m) for r in app.routes if isinstance(r, Route) for m in r.methods or ()}
     assert ("/bifrost/handshake", "POST") in routes
     assert ("/bifrost/memory-call", "POST") in routes
+
+
+def test_the_old_name_is_the_builder() -> None:
+    assert build_memory_provider_app is build_memory_plane_app
+
+
+def test_maintenance_store_is_kept_on_the_app(app_store: RatatoskrMemoryStore) -> None:
+    marker = object()
+    app = build_memory_plane_app(app_store, KEY, maintenance_store=marker)
+    assert app.state.bifrost_maintenance_store is marker
 
 
 def test_bad_key(app_store: RatatoskrMemoryStore) -> None:

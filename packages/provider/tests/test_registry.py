@@ -4,9 +4,11 @@ operator commands, the command line), and nothing names a plane the table lacks.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from bifrost.planes import PLANE_SPECS
+from ratatoskr.affect.app import build_affect_plane_app
+from ratatoskr.memory.app import build_memory_plane_app
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.cli import parser
 from ratatoskr.provider.devmode import dev_settings
@@ -182,3 +186,14 @@ def test_tokens_are_minted_for_the_token_planes_only() -> None:
         else:
             with pytest.raises(SystemExit):
                 parser().parse_args(args)
+
+
+def test_the_bifrost_planes_builders_take_one_signature() -> None:
+    def shape(builder: Callable[..., object]) -> list[tuple[str, object, object]]:
+        parameters = list(inspect.signature(builder).parameters.values())
+        # The store's type is the plane's own protocol; every other parameter is shared.
+        return [(p.name, p.kind, p.default) for p in parameters[:1]] + [
+            (p.name, p.kind, (p.default, p.annotation)) for p in parameters[1:]
+        ]
+
+    assert shape(build_memory_plane_app) == shape(build_affect_plane_app)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth import JwtVerifier, ReplayCache
@@ -26,6 +26,8 @@ from bifrost.consumer import (
 
 if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
     from starlette.applications import Starlette
+
+    from bifrost.consumer.app import Lifespan
 
 __all__ = ["build_affect_plane_app", "build_affect_provider_app"]
 
@@ -47,6 +49,8 @@ def build_affect_plane_app(
     hooks: AppHooks | None = None,
     body_budget: BodyBudget | None = None,
     heavy_calls: threading.Semaphore | None = None,
+    maintenance_store: Any = None,
+    lifespan: Lifespan | None = None,
 ) -> Starlette:
     """The standalone affect app (``POST /bifrost/handshake``, ``POST /bifrost/affect-call``).
 
@@ -78,7 +82,9 @@ def build_affect_plane_app(
         store,
         verifier,
         registration,
-        hooks=hooks,
+        maintenance_store,
+        hooks,
+        lifespan=lifespan,
         body_budget=body_budget,
         heavy_calls=heavy_calls,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bifrost.auth import JwtVerifier, ReplayCache
 from bifrost.consumer import (
@@ -26,6 +26,8 @@ from bifrost.memory.protocol import MemoryDataStore
 
 if TYPE_CHECKING:  # starlette comes with bifrost; the plane never uses it directly
     from starlette.applications import Starlette
+
+    from bifrost.consumer.app import Lifespan
 
 __all__ = ["build_memory_plane_app", "build_memory_provider_app"]
 
@@ -47,12 +49,15 @@ def build_memory_plane_app(
     hooks: AppHooks | None = None,
     body_budget: BodyBudget | None = None,
     heavy_calls: threading.Semaphore | None = None,
+    maintenance_store: Any = None,
+    lifespan: Lifespan | None = None,
 ) -> Starlette:
     """The standalone memory app (``POST /bifrost/handshake``, ``POST /bifrost/memory-call``).
 
     Tokens are verified with ``heimdall_key`` (HS256) for audience ``consumer_id``;
     the keyword arguments are the verifier's, the body limits and what the provider
-    shares across its planes (``hooks``, ``body_budget``, ``heavy_calls``).
+    shares across its planes (``hooks``, ``body_budget``, ``heavy_calls``);
+    ``maintenance_store`` and ``lifespan`` go to bifrost's app as they are.
     ``replay_cache`` is where accepted token ids are remembered: pass the one every
     process serving this store's file shares (default: this process's memory only).
     The app does not close ``store``: whoever opened it does.
@@ -85,7 +90,9 @@ def build_memory_plane_app(
         store,
         verifier,
         registration,
-        hooks=hooks,
+        maintenance_store,
+        hooks,
+        lifespan=lifespan,
         body_budget=body_budget,
         heavy_calls=heavy_calls,
     )
