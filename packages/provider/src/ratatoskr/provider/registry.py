@@ -29,11 +29,11 @@ from bifrost.auth import ReplayCache
 from bifrost.consumer import AppHooks, BodyBudget
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 from ratatoskr import postgres as pg
-from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.affect import SqliteAffectStore, open_affect_store
 from ratatoskr.affect import schema as affect_schema
 from ratatoskr.affect.app import build_affect_plane_app
 from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
-from ratatoskr.memory import RatatoskrMemoryStore, compact_memory_file, open_memory_store
+from ratatoskr.memory import SqliteMemoryStore, compact_memory_file, open_memory_store
 from ratatoskr.memory import schema as memory_schema
 from ratatoskr.memory.app import build_memory_plane_app
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
@@ -246,8 +246,8 @@ def _affect_limits(settings: Settings) -> _AffectLimits:
     )
 
 
-MemoryStore = RatatoskrMemoryStore | PostgresMemoryStore
-AffectStore = RatatoskrAffectStore | PostgresAffectStore
+MemoryStore = SqliteMemoryStore | PostgresMemoryStore
+AffectStore = SqliteAffectStore | PostgresAffectStore
 
 
 def _read_through(store: MemoryStore | AffectStore) -> object:
