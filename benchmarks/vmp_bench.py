@@ -1,7 +1,8 @@
 """VMP plane benchmark: ``ratatoskr.vmp`` (store directly and over HTTP) against
 Valori's own embedded kernel (PyPI ``valoricore``, local mode) on the same VMP
 operations — ``upsert_vector`` and ``search_vector`` (k = 10) — at 10k records,
-dim 16 and dim 384.
+dims 16, 32, 64 and 384 (either side of the index's two routes: exact float64 up
+to dim 32, float32 prefilter + integer re-score above).
 
 For each dimension, the same unit vectors go into both stores:
 
@@ -12,12 +13,14 @@ For each dimension, the same unit vectors go into both stores:
   node, chunk node, PARENT_OF edge) into each store holding N records;
 - time ``search_vector`` (k = 10) queries, interleaved between the two in-process
   stores: 80% a stored vector plus noise, 20% random directions; compare the
-  returned record ids (ratatoskr's answer is exact);
+  returned record ids (ratatoskr's answer is exact); beside them, the floor: numpy
+  float32 brute force over the same vectors (one matrix-vector product and an
+  ``argpartition``, approximate, no store around it);
 - then ``ratatoskr serve --plane vmp`` on the same file (a subprocess on
   127.0.0.1) driven by ``ratatoskr.vmp.client.VmpClient``: M upserts, the searches.
 
-    .venv/bin/python benchmarks/vmp_bench.py                 # N = 10k, dims 16 and 384
-    .venv/bin/python benchmarks/vmp_bench.py --n 2000 --m 50 # a smoke run
+    benchmarks/.venv-bench/bin/python benchmarks/vmp_bench.py            # N = 10k, 4 dims
+    benchmarks/.venv-bench/bin/python benchmarks/vmp_bench.py --n 2000 --m 50  # smoke run
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ def bench_dim(dim: int, n: int, m: int, q: int, workdir: str, seed: int, bar: An
     vecs = rows.tolist()
     qs = queries.tolist()
     t = res.times
-    for key in ("r_up", "v_up", "h_up", "r_s", "v_s", "h_s"):
+    for key in ("r_up", "v_up", "h_up", "r_s", "v_s", "h_s", "n_s"):
         t[key] = []
 
     # -- ratatoskr.vmp, the store called directly ---------------------------------
@@ -139,12 +142,17 @@ def bench_dim(dim: int, n: int, m: int, q: int, workdir: str, seed: int, bar: An
         valori = None
 
     # -- searches, interleaved ------------------------------------------------------
-    for v in qs[:5]:
+    floor = numpy_floor(rows[: n + m])
+    for j, v in enumerate(qs[:5]):
         store.search_vector(v, K)
+        floor(queries[j])
         if valori is not None:
             valori.search_vector(v, k=K)
     overlap = 0.0
-    for v in qs:
+    for j, v in enumerate(qs):
+        t0 = time.perf_counter()
+        floor(queries[j])
+        t["n_s"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         mine = store.search_vector(v, K)
         t["r_s"].append(time.perf_counter() - t0)
@@ -188,11 +196,28 @@ def bench_dim(dim: int, n: int, m: int, q: int, workdir: str, seed: int, bar: An
     return res
 
 
+def numpy_floor(rows: np.ndarray) -> Any:
+    """numpy float32 brute force over ``rows``: the practical floor of a search, not exact.
+
+    ‖x‖² - 2·x·q ranks like the squared distance; ``argpartition`` then a sort of
+    the k picked — what a caller holding the matrix in memory would write.
+    """
+    matrix = np.ascontiguousarray(rows, dtype=np.float32)
+    squares = np.einsum("ij,ij->i", matrix, matrix)
+
+    def search(query: np.ndarray) -> np.ndarray:
+        scores = squares - 2.0 * (matrix @ query.astype(np.float32))
+        top = np.argpartition(scores, K)[:K]
+        return top[np.argsort(scores[top])]
+
+    return search
+
+
 def run_vmp(
     n: int = 10_000,
     m: int = 200,
     q: int = 200,
-    dims: tuple[int, ...] = (16, 384),
+    dims: tuple[int, ...] = (16, 32, 64, 384),
     seed: int = 20240611,
     workdir: str | None = None,
     show_progress: bool = True,
@@ -223,20 +248,24 @@ def markdown(results: list[DimResult]) -> list[str]:
     lines = [
         "| dim | operation (store holds ~N records) | ratatoskr.vmp store p50 / p99 ms"
         " | ratatoskr over HTTP p50 / p99 ms | valoricore local p50 / p99 ms"
-        " | valoricore ÷ ratatoskr store (p50) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        " | valoricore ÷ ratatoskr store (p50) | numpy float32 floor p50 ms"
+        " | ratatoskr store ÷ floor (p50) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         t = r.times
-        for op, a, h, v in (
-            (f"upsert_vector at {r.n:,} records", "r_up", "h_up", "v_up"),
-            (f"search_vector k={K} at {r.n + r.m:,} records", "r_s", "h_s", "v_s"),
+        for op, a, h, v, f in (
+            (f"upsert_vector at {r.n:,} records", "r_up", "h_up", "v_up", ""),
+            (f"search_vector k={K} at {r.n + r.m:,} records", "r_s", "h_s", "v_s", "n_s"),
         ):
             valori_cell = f"{fmt_ms(p50(t[v]))} / {fmt_ms(p99(t[v]))}" if t[v] else "did not run"
+            floor = t.get(f) or []
             lines.append(
                 f"| {r.dim} | {op} | {fmt_ms(p50(t[a]))} / {fmt_ms(p99(t[a]))}"
                 f" | {fmt_ms(p50(t[h]))} / {fmt_ms(p99(t[h]))} | {valori_cell}"
-                f" | {ratio(p50(t[v]), p50(t[a])) if t[v] else '—'} |"
+                f" | {ratio(p50(t[v]), p50(t[a])) if t[v] else '—'}"
+                f" | {fmt_ms(p50(floor)) if floor else '—'}"
+                f" | {ratio(p50(t[a]), p50(floor)) if floor else '—'} |"
             )
     lines.append("")
     for r in results:
@@ -269,7 +298,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--m", type=int, default=200, help="timed upserts per store")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--dims", default="16,384")
+    parser.add_argument("--dims", default="16,32,64,384")
     parser.add_argument("--seed", type=int, default=20240611)
     parser.add_argument("--out", help="markdown output (default benchmarks/results/vmp-<date>.md)")
     parser.add_argument("--no-progress", action="store_true")
