@@ -1,5 +1,6 @@
 """Helpers shared by the side-by-side benchmarks: percentiles, the machine's
-description, and a ``ratatoskr serve`` subprocess on loopback that is always stopped.
+description, and a ``ratatoskr serve`` subprocess on loopback that is always stopped
+(started by :mod:`ratatoskr.provider.testing`, as the tests start theirs).
 """
 
 from __future__ import annotations
@@ -7,12 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import queue
-import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -20,9 +16,10 @@ from typing import Protocol
 
 import numpy as np
 
+from ratatoskr.provider.testing import ServerProcess, start_serve
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-RATATOSKR = Path(sys.executable).with_name("ratatoskr")
 
 
 def pct(xs: Sequence[float], q: float) -> float:
@@ -91,71 +88,11 @@ def unit_rows(m: np.ndarray) -> np.ndarray:
     return unit
 
 
-class Server:
-    """``ratatoskr serve`` in a subprocess on 127.0.0.1, an ephemeral port; always stopped."""
-
-    def __init__(self, args: Sequence[str], env: dict[str, str], cwd: str) -> None:
-        self.args = [str(RATATOSKR), "serve", *args, "--host", "127.0.0.1", "--port", "0"]
-        self.env = {**os.environ, **env}
-        self.cwd = cwd
-        self.proc: subprocess.Popen[str] | None = None
-        self.base_url = ""
-        self._log: list[str] = []
-
-    def __enter__(self) -> Server:
-        self.proc = subprocess.Popen(
-            self.args,
-            env=self.env,
-            cwd=self.cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=1)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            self._log.append(line)
-            if line.startswith("ratatoskr: serving "):
-                url = line.split("serving ", 1)[1].split(",")[0].strip()
-                # "memory at http://…/memory" (all planes) or "http://…" (one plane)
-                self.base_url = url.split(" at ", 1)[-1].rsplit("/memory", 1)[0]
-                break
-        if not self.base_url:
-            self.stop()
-            raise RuntimeError("ratatoskr serve did not start:\n" + "".join(self._log))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+def ratatoskr_server(args: Sequence[str], env: dict[str, str], cwd: str) -> ServerProcess:
+    """``ratatoskr serve <args>`` on a free 127.0.0.1 port, ready to serve, through the
+    launcher the tests use (:mod:`ratatoskr.provider.testing`); use it as a context
+    manager so that it is always stopped, workers and all."""
+    return start_serve(["serve", *args, "--host", "127.0.0.1"], env, cwd)
 
 
 class Progress(Protocol):

@@ -49,7 +49,7 @@ import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchlib import HERE, Server, fmt_ms, machine_line, p50, p99, progress, version_of
+from benchlib import HERE, fmt_ms, machine_line, p50, p99, progress, ratatoskr_server, version_of
 from contenders import MODES, TOP_K, Data, scope_filter
 from vmp_bench import DimResult
 
@@ -315,7 +315,7 @@ def http_build(row: Row, data_root: Path, work: Path, cap: int) -> None:
     data = Data(str(data_root), n)
     db = work / "http-build.db"
     spent: list[float] = []
-    with Server(["--plane", "memory"], server_env(db), str(work)) as server:
+    with ratatoskr_server(["--plane", "memory"], server_env(db), str(work)) as server:
         client = http_client(server.base_url)
         try:
             for b, rows in enumerate(data.batches()):
@@ -349,7 +349,7 @@ def http_serve(
     """Searches through ``ratatoskr serve`` over the store the direct run built, then load."""
     data = Data(str(data_root), row.n)
     t0 = time.perf_counter()
-    with Server(["--plane", "memory"], server_env(db), str(work)) as server:
+    with ratatoskr_server(["--plane", "memory"], server_env(db), str(work)) as server:
         client = http_client(server.base_url)
         try:
 

@@ -40,13 +40,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchlib import Server, fmt_ms, machine_line, p50, p99, progress, version_of
+from benchlib import fmt_ms, machine_line, p50, p99, progress, ratatoskr_server, version_of
 
 from ratatoskr.vmp import open_vmp_store
 from ratatoskr.vmp.client import VmpClient
 
 K = 10
-API_KEY = "bench-vmp-key"
+API_KEY = "bench-vmp-key-0123456789"  # the provider refuses keys under 16 characters
 
 
 @dataclass
@@ -178,7 +178,7 @@ def bench_dim(dim: int, n: int, m: int, q: int, workdir: str, seed: int, bar: An
         "RATATOSKR_LOG_LEVEL": "warning",
     }
     with (
-        Server(["--plane", "vmp"], env, workdir) as server,
+        ratatoskr_server(["--plane", "vmp"], env, workdir) as server,
         VmpClient(server.base_url, api_key=API_KEY) as client,
     ):
         for v in qs[:5]:

@@ -44,7 +44,6 @@ import queue
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,6 +60,7 @@ import httpx
 import numpy as np
 
 from bifrost.client import build_envelope, mint_token
+from ratatoskr.provider.testing import ServerProcess, child_env, free_port, launch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -130,6 +130,7 @@ FLOOR_APP = textwrap.dedent(
         sock.bind((host, port))
         sock.listen(2048)
         sock.set_inheritable(True)
+        print(f"floor: serving http://{host}:{port}", flush=True)  # the launcher's signal
         config = uvicorn.Config(
             "floor_app:app" if workers > 1 else app,
             log_level="warning",
@@ -177,12 +178,6 @@ def ms(seconds: float) -> str:
     if abs(v) >= 1:
         return f"{v:.2f}"
     return f"{v:.3f}"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def version_of(dist: str) -> str:
@@ -337,35 +332,33 @@ STARTED: list[Server] = []  # every server this run started, stopped in main's f
 
 
 class Server:
-    """A server subprocess in its own process group on 127.0.0.1; always stopped."""
+    """A server subprocess in its own process group on 127.0.0.1, started by the launcher
+    the tests use (:func:`ratatoskr.provider.testing.launch`); always stopped."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
         self.argv = argv
         self.env = env
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.process: ServerProcess | None = None
         self.port = 0
         self.url = ""
 
     def start(self, port: int, timeout_s: float = 180) -> Server:
         self.port = port
         self.url = f"http://{HOST}:{port}"
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv,
-                env=self.env,
-                cwd=str(ROOT),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        # Both print their URL once the socket listens; /healthz then says the app is up.
+        self.process = launch(
+            self.argv,
+            env=child_env(self.env),
+            cwd=ROOT,
+            ready=lambda line: line.startswith(("ratatoskr: serving ", "floor: serving ")),
+            timeout=timeout_s,
+        )
         STARTED.append(self)
         deadline = time.monotonic() + timeout_s
         with httpx.Client(trust_env=False, timeout=2) as probe:
             while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
+                if self.process.proc.poll() is not None:
                     raise RuntimeError(f"{self.name} exited at start:\n{self.log_tail()}")
                 try:
                     if probe.get(self.url + "/healthz").status_code == 200:
@@ -390,8 +383,8 @@ class Server:
                 return
 
     def tree(self) -> ProcTree:
-        assert self.proc is not None
-        return ProcTree(self.proc.pid)
+        assert self.process is not None
+        return ProcTree(self.process.pid)
 
     def event_loop(self) -> str:
         """uvloop when its extension is mapped in a process of the tree, else asyncio."""
@@ -402,26 +395,14 @@ class Server:
         return "asyncio"
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return "".join(self.process.output[-lines:]) if self.process else ""
 
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=30)
-        # the group may hold workers that outlive their supervisor
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
-        self.proc = None
+        """SIGTERM, SIGKILL after 30 s, then whatever is left of the process group (workers
+        may outlive their supervisor)."""
+        if self.process is not None:
+            self.process.close()
+        self.process = None
         if self in STARTED:
             STARTED.remove(self)
 
@@ -801,7 +782,7 @@ class Bench:
         port = free_port()
         env["RATATOSKR_PORT"] = str(port)
         name = f"ratatoskr serve{' --workers ' + str(workers) if workers else ''}"
-        return Server(name, argv, env, self.tmp / "ratatoskr.log").start(port)
+        return Server(name, argv, env).start(port)
 
     def floor(self, sizes: dict[str, int], workers: int = 1) -> Server:
         app = self.tmp / "floor_app.py"
@@ -811,7 +792,7 @@ class Bench:
         port = free_port()
         env = {**os.environ, "WIRE_FLOOR_SIZES": str(sizes_file), "PYTHONPATH": str(self.tmp)}
         argv = [sys.executable, str(app), HOST, str(port), str(workers)]
-        return Server(f"floor ({workers} worker)", argv, env, self.tmp / "floor.log").start(port)
+        return Server(f"floor ({workers} worker)", argv, env).start(port)
 
     # seeding
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -76,18 +75,10 @@ def launch(root: Path, env: Mapping[str, str], *args: str) -> Server:
 
 @contextmanager
 def running(root: Path, env: Mapping[str, str], *args: str) -> Iterator[Server]:
-    """A provider for the block; SIGTERM at the end (SIGKILL if it does not stop)."""
-    server = launch(root, env, *args)
-    try:
+    """A provider for the block; SIGTERM at the end (SIGKILL if it does not stop within
+    30 s), then whatever is left of its process group."""
+    with launch(root, env, *args) as server:
         yield server
-    finally:
-        if server.proc.poll() is None:
-            server.proc.send_signal(signal.SIGTERM)
-            try:
-                server.proc.wait(30)
-            except Exception:
-                server.proc.kill()
-                server.proc.wait(10)
 
 
 def base(server: Server, plane: str, *, combined: bool = True) -> str:

@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import selectors
 import socket
 import struct
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from ratatoskr.provider.testing import ServerProcess, start_app
 from ratatoskr.vmp import open_vmp_store, snapshot_size_limit
 from ratatoskr.vmp.client import VmpClient
 from ratatoskr.vmp.snapshot import MAGIC
@@ -45,43 +42,27 @@ WORKER = Path(__file__).with_name("upload_server.py")
 
 @dataclass
 class Server:
-    port: int
-    pid: int
+    process: ServerProcess
     directory: Path
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.process.base_url
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
 
 def serve(directory: Path, cap: str) -> Iterator[Server]:
     directory.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(directory / "vmp.db"), cap],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as ready:
-            ready.register(proc.stdout, selectors.EVENT_READ)
-            assert ready.select(timeout=30), "the server did not start"
-        server = Server(int(proc.stdout.readline()), proc.pid, directory)
-        with httpx.Client(timeout=10) as http:
-            for _ in range(100):
-                try:
-                    if http.get(f"{server.url}/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    threading.Event().wait(0.1)
-        yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    db = str(directory / "vmp.db")
+    with start_app(f"{WORKER}:build", [db, cap], cwd=directory.parent) as process:
+        yield Server(process, directory)
 
 
 @pytest.fixture(scope="module")
