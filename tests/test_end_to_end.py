@@ -13,13 +13,14 @@ from bifrost.client import BifrostClient
 from bifrost.errors import Forbidden, IdempotencyConflict, RevisionMismatch
 from ratatoskr.affect import open_affect_store
 from ratatoskr.memory import open_memory_store
+from ratatoskr.memory.testing import chunk, one_hot
 from ratatoskr.vmp import open_vmp_store
 
 from .conftest import KEY, Server
 
 
 def emb(i: int) -> list[float]:
-    return [1.0 if d == i % 8 else 0.1 for d in range(8)]
+    return one_hot(i, rest=0.1)
 
 
 @pytest.mark.slow
@@ -39,12 +40,7 @@ def test_every_verb_over_a_real_socket_then_sigterm(
     assert memory.describe_store()["optimistic_locking_supported"] is True
     assert memory.health()["embedding_dim"] == 8
     records = [
-        {
-            "id": f"c{i}",
-            "embedding": emb(i),
-            "scope": {"tenant": "acme", "end_user": f"u{i % 2}"},
-            "content": f"n{i}",
-        }
+        chunk(f"c{i}", emb(i), {"tenant": "acme", "end_user": f"u{i % 2}"}, content=f"n{i}")
         for i in range(20)
     ]
     assert memory.upsert_many(records, idempotency_key="m1") == {"upserted": 20, "replayed": False}

@@ -8,7 +8,6 @@ Nagle's algorithm plus the client's delayed ACK added ~40 ms to every answer.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import statistics
 import time
@@ -16,7 +15,8 @@ import time
 import httpx
 import pytest
 
-from bifrost.client import BifrostClient, mint_token
+from bifrost.client import BifrostClient
+from bifrost.consumer.testing.helpers import envelope_bytes, signed_headers
 from ratatoskr.provider.serving import bind_socket
 
 from .conftest import KEY, Server
@@ -78,18 +78,15 @@ def test_sequential_keep_alive_calls_are_far_under_the_nagle_delay(server: Serve
         url = f"{server.base_url}/memory/bifrost/memory-call"
         calls = []
         for i in range(30):
-            body = json.dumps(
-                {"wire_version": "0.6", "call_id": f"h{i}", "verb": "health", "args": {}}
-            ).encode()
-            token = mint_token(
-                KEY.encode(), plane="memory", verb="health", body=body, actor="a", scope={}
+            body = envelope_bytes("health", call_id=f"h{i}")
+            headers = signed_headers(
+                KEY.encode(), body, plane="memory", verb="health", actor="a", scope={}
             )
-            calls.append((body, token))
+            calls.append((body, headers))
         it = iter(calls)
 
         def health() -> None:
-            body, token = next(it)
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            body, headers = next(it)
             resp = client.post(url, content=body, headers=headers)
             assert resp.status_code == 200
 

@@ -9,7 +9,6 @@ run failed its revision condition (it must not write on replay either).
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 import uuid
@@ -20,8 +19,10 @@ import httpx
 import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 
-from bifrost.client import BifrostClient, mint_token
+from bifrost.client import BifrostClient
+from bifrost.consumer.testing.helpers import envelope_bytes, signed_headers
 from bifrost.errors import RevisionMismatch
+from ratatoskr.memory.testing import chunk, one_hot
 
 from .conftest import KEY, Server, start_server
 
@@ -29,37 +30,27 @@ pytestmark = pytest.mark.slow
 GRANT = {"tenant": "acme"}
 
 
-def emb(i: int) -> list[float]:
-    return [1.0 if d == i % 8 else 0.1 for d in range(8)]
-
-
 def record(chunk_id: str, i: int, content: str) -> dict[str, Any]:
-    return {"id": chunk_id, "embedding": emb(i), "scope": GRANT, "content": content}
+    return chunk(chunk_id, one_hot(i, rest=0.1), GRANT, content=content)
 
 
 class Captured:
     """One request exactly as it went over the wire: body bytes and token."""
 
     def __init__(self, plane: str, verb: str, args: dict[str, Any], key: str | None = None):
-        env: dict[str, Any] = {
-            "wire_version": "0.6",
-            "call_id": f"cap-{uuid.uuid4().hex[:8]}",
-            "verb": verb,
-            "args": args,
-        }
-        if key is not None:
-            env["idempotency_key"] = key
-        self.plane, self.body = plane, json.dumps(env).encode()
-        self.token = mint_token(
-            KEY.encode(), plane=plane, verb=verb, body=self.body, actor="agent", scope=GRANT
+        self.plane = plane
+        self.body = envelope_bytes(
+            verb, args, call_id=f"cap-{uuid.uuid4().hex[:8]}", idempotency_key=key
+        )
+        self.headers = signed_headers(
+            KEY.encode(), self.body, plane=plane, verb=verb, actor="agent", scope=GRANT
         )
 
     def send(self, base_url: str, client: httpx.Client | None = None) -> httpx.Response:
         url = f"{base_url}/bifrost/{self.plane}-call"
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         if client is not None:
-            return client.post(url, content=self.body, headers=headers)
-        return httpx.post(url, content=self.body, headers=headers, timeout=30)
+            return client.post(url, content=self.body, headers=self.headers)
+        return httpx.post(url, content=self.body, headers=self.headers, timeout=30)
 
 
 def refused_as_replay(resp: httpx.Response) -> None:

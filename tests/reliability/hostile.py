@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import jwt
 
+from bifrost.consumer.testing.helpers import envelope_bytes
+
 from ..conftest import KEY
 
 DROP = object()  # a claim override that removes the claim
@@ -102,9 +104,9 @@ def sign(payload: Any, *, alg: str = "HS256", key: bytes = KEY.encode(), **heade
 
 
 def envelope(verb: str, args: dict[str, Any], **extra: Any) -> bytes:
-    env = {"wire_version": "0.6", "call_id": f"hostile-{uuid.uuid4()}", "verb": verb, "args": args}
-    env.update(extra)
-    return json.dumps(env, ensure_ascii=False).encode()
+    """The envelope's bytes (bifrost's test helper) with a ``hostile-`` call id, which the
+    body-binding test rewrites to show that one changed byte breaks the token."""
+    return envelope_bytes(verb, args, call_id=f"hostile-{uuid.uuid4()}", **extra)
 
 
 class Tally:

@@ -19,6 +19,7 @@ import pytest
 
 from bifrost.client import BifrostClient, mint_token
 from bifrost.errors import BifrostError, Forbidden, InvalidArguments
+from ratatoskr.memory.testing import chunk, one_hot
 from ratatoskr.vmp import auth as vmp_auth
 
 from ..conftest import KEY, Server
@@ -95,11 +96,7 @@ def post(
 
 
 def emb(i: int = 0) -> list[float]:
-    return [1.0 if d == i % MEMORY_DIM else 0.25 for d in range(MEMORY_DIM)]
-
-
-def chunk(ident: str, scope: dict[str, str], **extra: Any) -> dict[str, Any]:
-    return {"id": ident, "embedding": emb(), "scope": scope, **extra}
+    return one_hot(i, MEMORY_DIM, rest=0.25)
 
 
 # -- the JWT matrix -------------------------------------------------------------------
@@ -202,7 +199,7 @@ AUTH_HEADER_CASES: dict[str, Callable[[str], dict[str, str]]] = {
 def _upsert_body(ident: str) -> bytes:
     return envelope(
         "upsert_many",
-        {"records": [chunk(ident, {"tenant": "mallory"})]},
+        {"records": [chunk(ident, emb(), {"tenant": "mallory"})]},
         idempotency_key=ident,
     )
 
@@ -332,13 +329,13 @@ def tenants(server: Server) -> Iterator[dict[str, BifrostClient]]:
     }
     clients["bob"].upsert_many(
         [
-            chunk("bob-1", {"tenant": "B", "end_user": "u1"}, content="bob's secret"),
-            chunk("bob-2", {"tenant": "B", "end_user": "u2"}, content="bob's other secret"),
+            chunk("bob-1", emb(), {"tenant": "B", "end_user": "u1"}, content="bob's secret"),
+            chunk("bob-2", emb(), {"tenant": "B", "end_user": "u2"}, content="bob's other secret"),
         ],
         idempotency_key="bob-seed",
     )
     clients["alice"].upsert_many(
-        [chunk("alice-1", {"tenant": "A", "end_user": "u1"})], idempotency_key="alice-seed"
+        [chunk("alice-1", emb(), {"tenant": "A", "end_user": "u1"})], idempotency_key="alice-seed"
     )
     clients["bob-affect"].put_many(
         [{"key": "bob-k", "scope": {"tenant": "B"}, "mood": "secret"}], idempotency_key="bob-seed"
@@ -360,22 +357,24 @@ def test_scope_escapes_on_memory(
     alice = tenants["alice"]
     before = admin.get_many(["bob-1", "bob-2", "alice-1"])
     # Writes outside the grant: another tenant, no scope, overwriting bob's id.
-    _forbidden(lambda: alice.upsert_many([chunk("a-x", {"tenant": "B"})]))
-    _forbidden(lambda: alice.upsert_many([chunk("a-y", {})]))
-    _forbidden(lambda: alice.upsert_many([chunk("bob-1", {"tenant": "A"})]))
+    _forbidden(lambda: alice.upsert_many([chunk("a-x", emb(), {"tenant": "B"})]))
+    _forbidden(lambda: alice.upsert_many([chunk("a-y", emb(), {})]))
+    _forbidden(lambda: alice.upsert_many([chunk("bob-1", emb(), {"tenant": "A"})]))
     _forbidden(
         lambda: alice.upsert_many(
-            [chunk("bob-1", {"tenant": "A"})], expected_revisions={"bob-1": 7}
+            [chunk("bob-1", emb(), {"tenant": "A"})], expected_revisions={"bob-1": 7}
         )
     )
-    _forbidden(lambda: tenants["bob-u1"].upsert_many([chunk("u1-x", {"tenant": "B"})]))
+    _forbidden(lambda: tenants["bob-u1"].upsert_many([chunk("u1-x", emb(), {"tenant": "B"})]))
     _forbidden(
-        lambda: tenants["bob-u1"].upsert_many([chunk("bob-2", {"tenant": "B", "end_user": "u1"})])
+        lambda: tenants["bob-u1"].upsert_many(
+            [chunk("bob-2", emb(), {"tenant": "B", "end_user": "u1"})]
+        )
     )
     # Reads and deletes of bob's ids: absent, never deleted, never counted.
     assert alice.get("bob-1") is None
     assert alice.get_many(["bob-1", "bob-2", "alice-1"]) == [
-        {**chunk("alice-1", {"tenant": "A", "end_user": "u1"}), "revision": 1}
+        {**chunk("alice-1", emb(), {"tenant": "A", "end_user": "u1"}), "revision": 1}
     ]
     assert alice.delete_many(["bob-1", "bob-2"]) == {"deleted": 0}
     assert tenants["bob-u1"].get("bob-2") is None
@@ -399,7 +398,9 @@ def test_scope_escapes_on_memory(
     assert admin.get_many(["a-x", "a-y", "u1-x"]) == []
     # Idempotency keys are per actor: alice reusing bob's key is a first call, not a
     # replay of bob's result (nor a conflict that would reveal bob used it).
-    assert alice.upsert_many([chunk("alice-2", {"tenant": "A"})], idempotency_key="bob-seed") == {
+    assert alice.upsert_many(
+        [chunk("alice-2", emb(), {"tenant": "A"})], idempotency_key="bob-seed"
+    ) == {
         "upserted": 1,
         "replayed": False,
     }

@@ -24,6 +24,7 @@ import pytest
 
 from bifrost.affect import dispatch_affect_call
 from bifrost.client import BifrostClient
+from bifrost.consumer.testing.helpers import envelope
 from bifrost.context import DispatchContext
 from bifrost.errors import BifrostError, render_error
 from bifrost.memory import dispatch_memory_call
@@ -193,21 +194,17 @@ def test_disk_full_in_a_bifrost_plane_is_a_generic_500_and_writes_nothing(
     opener().close()
     store = opener(options=ConnectionOptions(max_page_count=_pages(path) + 24))
 
-    def envelope(n: int) -> dict[str, Any]:
-        return {
-            "wire_version": "0.6",
-            "call_id": f"call-{n}",
-            "verb": verb,
-            "args": {"records": batch(n)},
-            "idempotency_key": f"key-{n}",
-        }
+    def write_envelope(n: int) -> dict[str, Any]:
+        return envelope(
+            verb, {"records": batch(n)}, call_id=f"call-{n}", idempotency_key=f"key-{n}"
+        )
 
     before: dict[str, list[str]] = {}
 
     def write(n: int) -> None:
         before.clear()
         before.update(dump_file(path))
-        dispatch(store, envelope(n), ctx)
+        dispatch(store, write_envelope(n), ctx)
 
     failed, exc = _until_full(write)
     assert failed > 1
@@ -220,21 +217,16 @@ def test_disk_full_in_a_bifrost_plane_is_a_generic_500_and_writes_nothing(
     ids_arg = "ids" if memory else "keys"
     ident = "id" if memory else "key"
     first = [r[ident] for r in batch(1)]
-    read = {"wire_version": "0.6", "call_id": "r", "verb": get_many, "args": {ids_arg: first}}
+    read = envelope(get_many, {ids_arg: first}, call_id="r")
     assert len(dispatch(store, read, ctx)) == len(first)
     store.close()
     check_files_for(plane, path)
     # With room again, the failed call (same idempotency key) is written, not replayed:
     # a failure records nothing in the ledger.
     store = opener()
-    result = dispatch(store, envelope(failed), ctx)
+    result = dispatch(store, write_envelope(failed), ctx)
     assert result["replayed"] is False
-    read = {
-        "wire_version": "0.6",
-        "call_id": "r2",
-        "verb": get_many,
-        "args": {ids_arg: [r[ident] for r in batch(failed)]},
-    }
+    read = envelope(get_many, {ids_arg: [r[ident] for r in batch(failed)]}, call_id="r2")
     assert len(dispatch(store, read, ctx)) == len(batch(failed))
     store.close()
 
