@@ -30,6 +30,7 @@ change counter it was built to).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ import numpy.typing as npt
 
 from ratatoskr.memory import quantized
 from ratatoskr.memory.quantized import Codes
+from ratatoskr.memory.sidecar import Image
 
 Vector = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
@@ -217,6 +219,54 @@ class VectorIndex:
             start += count
         self._live[:n] = True
         self._end = n
+
+    def image(self) -> Image:
+        """The whole index as a tight :class:`~ratatoskr.memory.sidecar.Image`
+        (compacting it first when it has free rows)."""
+        segments = sorted(self._segments.values(), key=lambda s: s.start)
+        tight = self._end == len(self._row) and all(s.count == s.cap for s in segments)
+        if not tight or any(a.start + a.cap != b.start for a, b in itertools.pairwise(segments)):
+            self.compact()
+            segments = sorted(self._segments.values(), key=lambda s: s.start)
+        n = self._end
+        return Image(
+            self.dim,
+            self.seq,
+            self._codes[:n],
+            self._resid[:n],
+            self._scale[:n],
+            self._scale2[:n],
+            [str(i) for i in self._ids[:n]],
+            [(s.items, s.count) for s in segments],
+            self._err1_max,
+            self._err2_max,
+        )
+
+    def adopt(self, image: Image) -> None:
+        """Take over ``image``'s arrays as they are (memory-mapped ones stay mapped until
+        the first write that needs room) and its ``seq``."""
+        n = len(image.ids)
+        self._reset(max(n, 1))
+        if n:
+            self._codes, self._resid = image.codes, image.resid
+            self._scale, self._scale2 = image.scale, image.scale2
+            self._cap = n
+        self._live = np.ones(self._cap, dtype=bool)
+        self._live[n:] = False
+        self._ids = list[str | None](image.ids)
+        self._row = {chunk_id: row for row, chunk_id in enumerate(image.ids)}
+        classes: list[int] = []
+        counts: list[int] = []
+        start = 0
+        for items, count in image.classes:
+            classes.append(self._new_class(items, start, count, count))
+            counts.append(count)
+            start += count
+        self._class_of_row = np.zeros(self._cap, dtype=np.int32)
+        self._class_of_row[:n] = np.repeat(np.asarray(classes, dtype=np.int32), counts)
+        self._end = n
+        self._err1_max, self._err2_max = image.err1_max, image.err2_max
+        self.seq = image.seq
 
     # -- layout ------------------------------------------------------------------------
 

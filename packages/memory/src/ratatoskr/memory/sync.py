@@ -17,6 +17,7 @@ Searches share the index (read lock); only catching up and mirroring take it alo
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,13 +25,17 @@ import apsw
 import numpy as np
 
 from bifrost.memory.validation import SearchQuery
-from ratatoskr.memory import changes
+from ratatoskr.memory import changes, sidecar
 from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items, unit_float32
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.sqlite import codec
 
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
+
+
+def _count(conn: apsw.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])  # type: ignore[arg-type]
 
 
 class SyncedIndex:
@@ -46,9 +51,31 @@ class SyncedIndex:
         return self.index.seq
 
     def load(self, conn: apsw.Connection) -> None:
-        """Build the index from ``conn``'s snapshot (at open)."""
+        """Build the index for ``conn``'s snapshot (at open): from the sidecar file when
+        it describes this database (mapped, then caught up from the change log), else
+        from SQLite; then leave a sidecar current to this snapshot for the next open
+        (best effort: it is a cache, see :mod:`ratatoskr.memory.sidecar`)."""
         with self.lock.write():
-            self._reload(conn, changes.seq(conn))
+            db_seq = changes.seq(conn)
+            path = sidecar.path_for(conn)
+            if path is None:
+                self._reload(conn, db_seq)
+                return
+            origin = sidecar.lineage(conn)
+            image = sidecar.read(path, self.dim, lineage=origin)
+            current = False
+            if image is not None and changes.horizon(conn) <= image.seq <= db_seq:
+                self.index.adopt(image)
+                self._catch_up(conn, db_seq)
+                if len(self.index) != _count(conn):
+                    self._reload(conn, db_seq)
+                else:
+                    current = image.seq == db_seq
+            else:
+                self._reload(conn, db_seq)
+            if not current:
+                with contextlib.suppress(OSError):
+                    sidecar.write(path, self.index.image(), lineage=origin)
 
     def candidates(
         self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery

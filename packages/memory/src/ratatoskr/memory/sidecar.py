@@ -1,0 +1,207 @@
+"""A file beside the database holding the index's codes, so a reopen maps them.
+
+Rebuilding the index from SQLite reads and codes every row (seconds at 100k
+chunks). The store instead keeps ``<db>-index`` beside the database: the int8
+codes, scales, ids and scope classes of an index at a known change counter
+``seq``. A reopen memory-maps the code arrays copy-on-write (no per-row work, and
+every process that opens the same file shares those pages until it writes) and
+then catches up from the change log like any index that is behind
+(:mod:`ratatoskr.memory.sync`).
+
+It is a cache, never the only copy of anything, and it is trusted only when it
+provably describes this database:
+
+- written whole to a fresh temporary file, fsynced, then renamed over the old
+  one, so a reader sees the old file or the new one, never a torn one (a writer
+  SIGKILLed mid-write leaves a temporary file that nobody reads and the next
+  writer removes); the header and the metadata (ids, classes) carry a CRC and the
+  file's exact length is checked;
+- it names the database's **lineage** (its schema history, with the time each
+  migration was applied, i.e. when the file was created) and its ``seq``: a file
+  from another database, a newer one (a restored backup), one whose ``seq`` is
+  below the tombstone horizon, or one of another dimension is ignored, and the
+  index is rebuilt from SQLite;
+- after catching up, the index must hold as many chunks as the database, or it
+  is rebuilt from SQLite.
+
+Bit rot inside the code arrays is not detected (a CRC over them would cost a
+reopen a third of its budget); deleting the file is always safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import time
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from ratatoskr.sqlite import codec
+
+SUFFIX = "-index"
+_MAGIC = b"RTSKIDX1"
+_VERSION = 1
+# magic, version, dim, seq, rows, err1_max, err2_max, meta length, meta CRC, header CRC
+_HEADER = struct.Struct("<8sIIQQddQII")
+_ALIGN = 64
+_STALE_TEMP_S = 600.0
+
+
+def path_for(conn: apsw.Connection) -> str | None:
+    """The sidecar of ``conn``'s main database file (None in memory)."""
+    name = conn.filename
+    return f"{name}{SUFFIX}" if name else None
+
+
+def lineage(conn: apsw.Connection) -> str:
+    """What identifies the database: its memory-plane schema history with the time
+    each step was applied (so the time it was created)."""
+    rows = conn.execute(
+        "SELECT version, name, applied_at FROM ratatoskr_schema WHERE plane = 'memory'"
+        " ORDER BY version"
+    ).fetchall()
+    return codec.dumps([[str(v) for v in row] for row in rows])
+
+
+@dataclass(frozen=True)
+class Image:
+    """A tight index: rows ``[0, n)`` laid out class after class."""
+
+    dim: int
+    seq: int
+    codes: npt.NDArray[np.int8]
+    resid: npt.NDArray[np.int8]
+    scale: npt.NDArray[np.float64]
+    scale2: npt.NDArray[np.float64]
+    ids: list[str]
+    classes: list[tuple[tuple[tuple[str, str], ...], int]]  # (scope items, row count)
+    err1_max: float
+    err2_max: float
+
+
+def _pad(n: int) -> int:
+    return (-n) % _ALIGN
+
+
+def write(path: str, image: Image, *, lineage: str) -> None:
+    """Write ``image`` to ``path`` atomically (temporary file, fsync, rename), mode 0600.
+
+    Raises OSError (the caller may ignore it: the sidecar is a cache).
+    """
+    _remove_stale_temps(path)
+    meta = codec.dumps(
+        {
+            "lineage": lineage,
+            "ids": image.ids,
+            "classes": [[[list(item) for item in items], count] for items, count in image.classes],
+        }
+    ).encode("utf-8")
+    rows = len(image.ids)
+    header = _header(image.dim, image.seq, rows, image.err1_max, image.err2_max, meta)
+    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(header)
+            f.write(b"\0" * _pad(len(header)))
+            f.write(meta)
+            f.write(b"\0" * _pad(len(meta)))
+            for arr in (image.codes, image.resid, image.scale, image.scale2):
+                data = np.ascontiguousarray(arr[:rows]).tobytes()
+                f.write(data)
+                f.write(b"\0" * _pad(len(data)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _header(dim: int, seq: int, rows: int, err1: float, err2: float, meta: bytes) -> bytes:
+    fields = (_MAGIC, _VERSION, dim, seq, rows, err1, err2, len(meta), zlib.crc32(meta))
+    body = _HEADER.pack(*fields, 0)
+    return _HEADER.pack(*fields, zlib.crc32(body[:-4]))
+
+
+def _remove_stale_temps(path: str) -> None:
+    """Temporary files a killed writer left behind (older than any live write)."""
+    folder = os.path.dirname(path) or "."
+    prefix = os.path.basename(path) + ".tmp-"
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if entry.name.startswith(prefix):
+                with contextlib.suppress(OSError):
+                    if time.time() - entry.stat().st_mtime > _STALE_TEMP_S:
+                        os.unlink(entry.path)
+
+
+def read(path: str, dim: int, *, lineage: str) -> Image | None:
+    """The image in ``path`` if it is whole, of ``dim`` and of this ``lineage``; else
+    None (missing, torn, foreign or of another format). Never raises for a bad file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEADER.size)
+            if len(head) != _HEADER.size:
+                return None
+            magic, version, fdim, seq, rows, err1, err2, meta_len, meta_crc, head_crc = (
+                _HEADER.unpack(head)
+            )
+            if magic != _MAGIC or version != _VERSION or fdim != dim:
+                return None
+            if zlib.crc32(head[:-4]) != head_crc:
+                return None
+            f.seek(_HEADER.size + _pad(_HEADER.size))
+            meta_bytes = f.read(meta_len)
+            size = os.fstat(f.fileno()).st_size
+        if len(meta_bytes) != meta_len or zlib.crc32(meta_bytes) != meta_crc:
+            return None
+        offset = _HEADER.size + _pad(_HEADER.size) + meta_len + _pad(meta_len)
+        sizes = [rows * dim, rows * dim, rows * 8, rows * 8]
+        if size != offset + sum(n + _pad(n) for n in sizes):
+            return None
+        meta: dict[str, Any] = codec.loads(meta_bytes.decode("utf-8"))
+        if meta.get("lineage") != lineage or len(meta["ids"]) != rows:
+            return None
+        arrays: list[Any] = []
+        layout: list[tuple[str, tuple[int, ...]]] = [
+            ("i1", (rows, dim)),
+            ("i1", (rows, dim)),
+            ("<f8", (rows,)),
+            ("<f8", (rows,)),
+        ]
+        for n, (dtype, shape) in zip(sizes, layout, strict=True):
+            if rows == 0:
+                arrays.append(np.zeros(shape, dtype=dtype))
+            else:
+                # Copy-on-write: writes stay private, pages nobody writes stay shared.
+                arrays.append(np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape))
+            offset += n + _pad(n)
+        classes = [
+            (tuple((str(a), str(v)) for a, v in items), int(count))
+            for items, count in meta["classes"]
+        ]
+        if sum(count for _, count in classes) != rows:
+            return None
+        return Image(
+            dim,
+            int(seq),
+            arrays[0],
+            arrays[1],
+            arrays[2],
+            arrays[3],
+            meta["ids"],
+            classes,
+            float(err1),
+            float(err2),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
