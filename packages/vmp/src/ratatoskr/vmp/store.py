@@ -14,8 +14,7 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, Any, Self
@@ -130,17 +129,37 @@ def parse_target(target_id: object) -> tuple[str, int] | None:
     return (match.group(1), number) if number <= MAX_U32 else None
 
 
-@contextmanager
-def _storage_errors() -> Iterator[None]:
-    """Storage failures as VMP errors (their messages are content-free already)."""
-    try:
-        yield
-    except VmpError:
-        raise
-    except StorageFull as exc:
-        raise CapacityExceeded("storage is full") from exc
-    except StorageError as exc:
-        raise InternalError(f"storage error: {exc.message}") from exc
+class _StorageErrors:
+    """Storage failures as VMP errors (their messages are content-free already).
+
+    A class rather than a ``@contextmanager`` generator: every search enters it, and
+    this costs a fraction of a generator's set-up.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or isinstance(exc, VmpError):
+            return
+        if isinstance(exc, StorageFull):
+            raise CapacityExceeded("storage is full") from exc
+        if isinstance(exc, StorageError):
+            raise InternalError(f"storage error: {exc.message}") from exc
+
+
+_STORAGE_ERRORS = _StorageErrors()
+
+
+def _storage_errors() -> _StorageErrors:
+    return _STORAGE_ERRORS
 
 
 class VmpStore:
