@@ -254,7 +254,7 @@ class VectorIndex:
         self._live = np.ones(self._cap, dtype=bool)
         self._live[n:] = False
         self._ids = list[str | None](image.ids)
-        self._row = {chunk_id: row for row, chunk_id in enumerate(image.ids)}
+        self._row = dict(zip(image.ids, range(n), strict=True))
         classes: list[int] = []
         counts: list[int] = []
         start = 0

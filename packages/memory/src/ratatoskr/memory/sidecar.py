@@ -42,6 +42,7 @@ from typing import Any
 import apsw
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from ratatoskr.sqlite import codec
 
@@ -96,13 +97,13 @@ def write(path: str, image: Image, *, lineage: str) -> None:
     Raises OSError (the caller may ignore it: the sidecar is a cache).
     """
     _remove_stale_temps(path)
-    meta = codec.dumps(
+    meta = orjson.dumps(
         {
             "lineage": lineage,
             "ids": image.ids,
             "classes": [[[list(item) for item in items], count] for items, count in image.classes],
         }
-    ).encode("utf-8")
+    )
     rows = len(image.ids)
     header = _header(image.dim, image.seq, rows, image.err1_max, image.err2_max, meta)
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex}"
@@ -168,7 +169,7 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
         sizes = [rows * dim, rows * dim, rows * 8, rows * 8]
         if size != offset + sum(n + _pad(n) for n in sizes):
             return None
-        meta: dict[str, Any] = codec.loads(meta_bytes.decode("utf-8"))
+        meta: dict[str, Any] = orjson.loads(meta_bytes)
         if meta.get("lineage") != lineage or len(meta["ids"]) != rows:
             return None
         arrays: list[Any] = []
@@ -203,5 +204,5 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
             float(err1),
             float(err2),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
         return None
