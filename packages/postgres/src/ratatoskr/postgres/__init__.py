@@ -3,10 +3,13 @@
 psycopg 3 with a ``psycopg_pool`` connection pool; a schema per store, its
 migrations recorded in a version table and applied under an advisory lock; the
 fixed settings (``embedding_dim``) recorded in the schema; typed, content-free
-storage errors mapped from the driver's; the idempotency ledger; bifrost's
-replay cache shared by every provider process. The stores themselves live in
-their planes (``ratatoskr.memory.postgres``, ``ratatoskr.affect.postgres``), as
-the SQLite ones do: this package knows no plane.
+storage errors mapped from the driver's; the idempotency ledger (bifrost's
+``Ledger`` inside a transaction) and the write transaction every store's write
+verb runs around its own SQL (``run_write``: bifrost's one write path); the scope
+filter as SQL; bifrost's replay cache shared by every provider process. The
+stores themselves live in their planes (``ratatoskr.memory.postgres``,
+``ratatoskr.affect.postgres``), as the SQLite ones do: this package knows no
+plane.
 """
 
 from ratatoskr.postgres.database import (
@@ -27,13 +30,21 @@ from ratatoskr.postgres.errors import (
     translate_errors,
 )
 from ratatoskr.postgres.extension import vector_extension
-from ratatoskr.postgres.ledger import LedgerEntry, PostgresLedger
+from ratatoskr.postgres.ledger import (
+    PRUNE_PER_WRITE,
+    LedgerEntry,
+    LedgerTransaction,
+    PostgresLedger,
+)
 from ratatoskr.postgres.migrations import MetaSetting, Migration, read_meta, schema_version
 from ratatoskr.postgres.replay import PostgresReplayCache
+from ratatoskr.postgres.writes import run_write
 
 __all__ = [
+    "PRUNE_PER_WRITE",
     "ForeignDatabase",
     "LedgerEntry",
+    "LedgerTransaction",
     "MetaSetting",
     "Migration",
     "Pool",
@@ -50,6 +61,7 @@ __all__ = [
     "StorageUnavailable",
     "open_pool",
     "read_meta",
+    "run_write",
     "schema_version",
     "translate_errors",
     "vector_extension",
