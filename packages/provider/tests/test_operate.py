@@ -9,7 +9,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,21 +23,9 @@ from ratatoskr.provider.operate import plane_file, run_backup, run_restore, run_
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
 
 from .conftest import KEY
+from .test_cli import run
 
 CTX = DispatchContext(actor="agent", scope={"tenant": "t"})
-
-
-def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
-    full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", *args],
-        env=full,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def listing(d: Path) -> dict[str, str]:
