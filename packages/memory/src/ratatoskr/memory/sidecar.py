@@ -16,11 +16,11 @@ provably describes this database:
   SIGKILLed mid-write leaves a temporary file that nobody reads and the next
   writer removes); the header and the metadata (ids, classes) carry a CRC and the
   file's exact length is checked;
-- it names the database's **lineage** (its schema history, with the time each
-  migration was applied, i.e. when the file was created) and its ``seq``: a file
-  from another database, a newer one (a restored backup), one whose ``seq`` is
-  below the tombstone horizon, or one of another dimension is ignored, and the
-  index is rebuilt from SQLite;
+- it names the database's **lineage** (the device and inode of its file, and its
+  schema history with the time each migration was applied, i.e. when the file was
+  created) and its ``seq``: a file from another database (or a copy of this one),
+  a newer one, one whose ``seq`` is below the tombstone horizon, or one of another
+  dimension is ignored, and the index is rebuilt from SQLite;
 - after catching up, the index must hold as many chunks as the database, or it
   is rebuilt from SQLite.
 
@@ -62,13 +62,19 @@ def path_for(conn: apsw.Connection) -> str | None:
 
 
 def lineage(conn: apsw.Connection) -> str:
-    """What identifies the database: its memory-plane schema history with the time
-    each step was applied (so the time it was created)."""
+    """What identifies the database: the device and inode of its file (a file copied
+    or restored beside it is another file) and its memory-plane schema history with
+    the time each step was applied (to the second)."""
     rows = conn.execute(
         "SELECT version, name, applied_at FROM ratatoskr_schema WHERE plane = 'memory'"
         " ORDER BY version"
     ).fetchall()
-    return codec.dumps([[str(v) for v in row] for row in rows])
+    ident: list[Any] = [[str(v) for v in row] for row in rows]
+    name = conn.filename
+    if name:
+        st = os.stat(name)
+        ident.append([st.st_dev, st.st_ino])
+    return codec.dumps(ident)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,161 @@
+"""Reopen from the sidecar: no rebuild when it is current, a catch-up when it is
+behind, a rebuild when it is foreign, torn or newer than the database, and a
+consistent index after a writer (or a sidecar writer) is SIGKILLed mid-write."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bifrost.context import DispatchContext
+from ratatoskr.memory import open_memory_store, sidecar
+from ratatoskr.memory.sync import SyncedIndex
+from ratatoskr.sqlite.crashtest import kill_mid_stream
+
+from .crash_writer import DIM, batch
+
+CTX = DispatchContext(actor="reopen")
+WRITER = Path(__file__).with_name("crash_writer.py")
+
+
+def fill(path: str, start: int, count: int) -> None:
+    store = open_memory_store(path, embedding_dim=DIM)
+    for n in range(start, start + count):
+        store.upsert_many(batch(n), idempotency_key=f"batch-{n}", ctx=CTX)
+        if n % 3 == 0:
+            store.delete_many([f"b{n}-1", f"b{n}-2"])
+    store.close()
+    open_memory_store(path, embedding_dim=DIM).close()  # leaves a sidecar current to it
+
+
+def answers(path: str) -> list[Any]:
+    store = open_memory_store(path, embedding_dim=DIM)
+    out: list[Any] = [store.count()]
+    for seed in range(6):
+        rng = random.Random(seed)
+        vector = [rng.uniform(-1, 1) for _ in range(DIM)]
+        for scope in (None, {"tenant": "t0"}, {"tenant": "t2"}):
+            got = store.search(vector, top_k=25, scope_all=scope, include={"embedding": False})
+            out.append([(row["chunk_id"], row["score"]) for row in got])
+    with store.database.read() as conn:
+        db_ids = {str(r[0]) for r in conn.execute("SELECT chunk_id FROM memory_chunks")}
+    assert set(store._sync.index._row) == db_ids
+    store.close()
+    return out
+
+
+def rebuilt(path: str, tmp_path: Path) -> list[Any]:
+    """The answers of a copy of the database without its sidecar (built from SQLite)."""
+    copy = tmp_path / f"copy-{random.random()}.db"
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            shutil.copyfile(path + suffix, str(copy) + suffix)
+    return answers(str(copy))
+
+
+def test_a_current_sidecar_is_mapped_without_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    fill(db, 0, 12)
+    expected = rebuilt(db, tmp_path)
+    open_memory_store(db, embedding_dim=DIM).close()  # leaves a sidecar current to the file
+    side = db + sidecar.SUFFIX
+    assert stat.S_IMODE(os.stat(side).st_mode) == 0o600
+    monkeypatch.setattr(SyncedIndex, "_reload", lambda *args: pytest.fail("rebuilt"))
+    assert answers(db) == expected
+
+
+def test_a_sidecar_behind_the_database_catches_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    fill(db, 0, 6)
+    open_memory_store(db, embedding_dim=DIM).close()
+    old = Path(db + sidecar.SUFFIX).read_bytes()
+    fill(db, 6, 6)  # rewrites the sidecar at its open; put the old one back
+    Path(db + sidecar.SUFFIX).write_bytes(old)
+    expected = rebuilt(db, tmp_path)
+    monkeypatch.setattr(SyncedIndex, "_reload", lambda *args: pytest.fail("rebuilt"))
+    assert answers(db) == expected
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_meta", "garbage", "foreign", "newer"])
+def test_a_bad_sidecar_is_ignored_and_rebuilt(tmp_path: Path, damage: str) -> None:
+    db = str(tmp_path / "m.db")
+    fill(db, 0, 8)
+    expected = rebuilt(db, tmp_path)
+    side = Path(db + sidecar.SUFFIX)
+    data = side.read_bytes()
+    if damage == "truncate":
+        side.write_bytes(data[: len(data) - 100])
+    elif damage == "flip_meta":
+        side.write_bytes(data[:80] + bytes([data[80] ^ 1]) + data[81:])
+    elif damage == "garbage":
+        side.write_bytes(os.urandom(len(data)))
+    elif damage == "foreign":
+        other = str(tmp_path / "other.db")
+        fill(other, 99, 8)  # another database (same seq and count), created later
+        shutil.copyfile(other + sidecar.SUFFIX, side)
+    else:
+        newer = str(tmp_path / "newer.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                shutil.copyfile(db + suffix, newer + suffix)
+        fill(newer, 8, 4)  # the same lineage, further on: a backup restored under it
+        shutil.copyfile(newer + sidecar.SUFFIX, side)
+    assert answers(db) == expected
+    # The rebuild left a sidecar that describes the database again.
+    with open_memory_store(db, embedding_dim=DIM).database.read() as conn:
+        image = sidecar.read(str(side), DIM, lineage=sidecar.lineage(conn))
+    assert image is not None
+
+
+@pytest.mark.slow
+def test_reopen_after_sigkill_mid_write_gives_a_consistent_index(tmp_path: Path) -> None:
+    """The writer is killed inside a batch, again and again; every reopen (sidecar
+    plus change log) answers like an index rebuilt from SQLite."""
+    db = str(tmp_path / "crash.db")
+    rng = random.Random(11)
+    start = 0
+    for _round in range(4):
+        acks = kill_mid_stream([str(WRITER), db, str(start)], min_acks=3, rng=rng)
+        start = acks[-1] + 2
+        assert answers(db) == rebuilt(db, tmp_path)
+
+
+_SIDECAR_WRITER = """
+import sys
+from ratatoskr.memory import open_memory_store, sidecar
+store = open_memory_store(sys.argv[1], embedding_dim=int(sys.argv[2]))
+with store.database.read() as conn:
+    origin = sidecar.lineage(conn)
+image = store._sync.index.image()
+n = 0
+while True:
+    sidecar.write(sys.argv[1] + sidecar.SUFFIX, image, lineage=origin)
+    print(f"ack {n}", flush=True)
+    n += 1
+"""
+
+
+@pytest.mark.slow
+def test_a_sidecar_writer_killed_mid_write_leaves_a_whole_file(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    fill(db, 0, 40)
+    expected = rebuilt(db, tmp_path)
+    rng = random.Random(5)
+    for _round in range(4):
+        kill_mid_stream(["-c", _SIDECAR_WRITER, db, str(DIM)], min_acks=2, rng=rng)
+        temps = [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+        with open_memory_store(db, embedding_dim=DIM).database.read() as conn:
+            image = sidecar.read(db + sidecar.SUFFIX, DIM, lineage=sidecar.lineage(conn))
+        assert image is not None  # the old file or the new one, never a torn one
+        assert answers(db) == expected
+        assert len(temps) <= 1 + _round  # at most the one each kill interrupted
