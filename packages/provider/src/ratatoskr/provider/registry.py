@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from starlette.applications import Starlette
 
 from bifrost.auth import ReplayCache
 from bifrost.consumer import AppHooks, BodyBudget
+from bifrost.consumer.keyed import PlaneAppOptions
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 from ratatoskr import postgres as pg
 from ratatoskr.affect import SqliteAffectStore, open_affect_store
@@ -161,17 +162,7 @@ class BifrostPlaneBuilder(Protocol):
         store: Any,
         heimdall_key: bytes,
         consumer_id: str = ...,
-        *,
-        issuer: str = ...,
-        max_lifetime_s: float = ...,
-        leeway_s: float = ...,
-        replay_cache: ReplayCache | None = ...,
-        previous_keys: Sequence[bytes] = ...,
-        max_body_bytes: int = ...,
-        max_json_containers: int = ...,
-        hooks: AppHooks | None = ...,
-        body_budget: BodyBudget | None = ...,
-        heavy_calls: threading.Semaphore | None = ...,
+        **options: Unpack[PlaneAppOptions],
     ) -> Starlette: ...
 
 
