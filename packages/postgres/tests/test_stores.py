@@ -270,6 +270,20 @@ def test_tenant_search_is_an_index_only_scan_and_long_values_still_work(
     statement = store._search_sql(conjunctions({"tenant": short}, []))
     plan = _plan(pg_pool, schema, statement, (probe, to_db(short), 21, 4, 1e-4))
     assert f"Index Only Scan using {COVERING_INDEX}" in plan, plan
+    # A union of tenants: member by member (each may take its index; at 100k a tenant's
+    # is the covering one), and still exact.
+    members = [{"tenant": short}, {"tenant": "nobody"}, {"tenant": long_}]
+    assert store._search_sql(conjunctions({}, members)).count(b" UNION ") == 2
+    got = store.search(q, top_k=50, scope_any=members)
+    v = np.asarray(q) / np.linalg.norm(q)
+    everyone = sorted(
+        recs,
+        key=lambda r: (
+            -float(np.asarray(r["embedding"]) @ v / np.linalg.norm(r["embedding"])),
+            r["id"],
+        ),
+    )
+    assert [r["chunk_id"] for r in got] == [r["id"] for r in everyone]
     statement = store._search_sql(conjunctions({"tenant": long_}, []))
     assert COVERING_INDEX not in _plan(
         pg_pool, schema, statement, (probe, to_db(long_), 21, 4, 1e-4)

@@ -71,6 +71,7 @@ from ratatoskr.postgres.scope import (
     AXIS_COLUMNS,
     Bounds,
     FilterShape,
+    conjunction_sql,
     conjunctions,
     filter_params,
     filter_shape,
@@ -91,8 +92,10 @@ _RERANK_MARGIN = 1e-4
 # Rows past top_k the first statement fetches, so a few near-ties need no second one.
 _EXTRA_CANDIDATES = 16
 _AXES = tuple(AXIS_COLUMNS.values())
-# Rendered statements kept per store (per filter shape, per batch size).
+# Rendered statements kept per store (per filter shape).
 _STATEMENT_CACHE = 128
+# Unions of up to this many conjunctions are searched member by member (_search_sql).
+_SPLIT_UNION_MAX = 8
 
 
 def rerank_margin(embedding_dim: int) -> float:
@@ -331,10 +334,9 @@ class PostgresMemoryStore:
         exact_query = unit_float64(query.vector)
         probe = Vector(exact_query.astype(np.float32))
         statement = self._search_sql(conjs)
-        scope_params = filter_params(conjs)
         limit = query.top_k + _EXTRA_CANDIDATES
         while True:
-            params = (probe, *scope_params, limit, query.top_k - 1, self._margin)
+            params = (*self._top_params(conjs, probe, limit), query.top_k - 1, self._margin)
             fetched = self._db.run(
                 lambda cur, params=params: cur.execute(statement, params, binary=True).fetchall()  # type: ignore[misc]
             )
@@ -362,25 +364,66 @@ class PostgresMemoryStore:
                 rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
         return rows
 
+    @staticmethod
+    def _split(conjs: Sequence[dict[str, str]]) -> bool:
+        """Whether the union is answered member by member (see :meth:`_search_sql`)."""
+        return 1 < len(conjs) <= _SPLIT_UNION_MAX
+
+    def _top_params(self, conjs: Sequence[dict[str, str]], probe: Vector, limit: int) -> list[Any]:
+        """The parameters of the statement's ``top`` part, in :meth:`_search_sql`'s order."""
+        if not self._split(conjs):
+            return [probe, *filter_params(conjs), limit]
+        out: list[Any] = []
+        for conj in conjs:
+            out += [probe, *filter_params([conj]), limit]
+        return [*out, limit]
+
     def _search_sql(self, conjs: Sequence[dict[str, str]]) -> bytes:
         """The search statement for the shape of ``conjs``, rendered once per shape (bytes
-        skip psycopg's composition on every call, and its parse cache keys on them)."""
+        skip psycopg's composition on every call, and its parse cache keys on them).
+
+        A union of a few conjunctions (``scope_any``) takes each member's best rows on
+        its own and keeps the best of their ``UNION``: every row among the union's
+        best ``limit`` is among the best ``limit`` of each member it belongs to, so the
+        result is the same, and each member can use its own index — a member that is
+        one tenant the covering index — where an ``OR`` makes one bitmap over the heap.
+        (A row in two members is the same ``(chunk_id, nd)`` twice: ``UNION`` keeps
+        one.) Larger unions keep the ``OR``: one scan rather than hundreds of plans."""
         shape = filter_shape(conjs, self._bounds)
         cached = self._search_by_shape.get(shape)
         if cached is not None:
             return cached
         t, vector, neg_dot = self._search_head
-        where, _params = where_sql(conjs, self._bounds)
+        if self._split(conjs):
+            members = [
+                sql.SQL(
+                    "(SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
+                    " WHERE {where} ORDER BY nd, chunk_id LIMIT %s)"
+                ).format(
+                    t=t,
+                    vector=vector,
+                    neg_dot=neg_dot,
+                    where=conjunction_sql(conj, bounds=self._bounds)[0],
+                )
+                for conj in conjs
+            ]
+            top = sql.SQL(
+                "SELECT chunk_id, nd FROM ({members}) AS u ORDER BY nd, chunk_id LIMIT %s"
+            ).format(members=sql.SQL(" UNION ").join(members))
+        else:
+            where, _params = where_sql(conjs, self._bounds)
+            top = sql.SQL(
+                "SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
+                " WHERE {where} ORDER BY nd, chunk_id LIMIT %s"
+            ).format(t=t, vector=vector, neg_dot=neg_dot, where=where)
         statement = sql.SQL(
-            "WITH top AS ("
-            " SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
-            " WHERE {where} ORDER BY nd, chunk_id LIMIT %s)"
+            "WITH top AS ({top})"
             " SELECT c.chunk_id, c.record_json, c.embedding_key, c.embedding_f64, c.revision"
             " FROM top JOIN {t} AS c ON c.chunk_id = top.chunk_id"
             " WHERE top.nd <= COALESCE("
             "(SELECT nd FROM top ORDER BY nd, chunk_id OFFSET %s LIMIT 1),"
             " 'Infinity'::float8) + %s"
-        ).format(t=t, vector=vector, neg_dot=neg_dot, where=where)
+        ).format(t=t, top=top)
         if len(self._search_by_shape) >= _STATEMENT_CACHE:
             self._search_by_shape.clear()  # bounded: a caller can make shapes without end
         rendered = self._search_by_shape[shape] = statement.as_bytes(None)
