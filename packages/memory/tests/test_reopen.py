@@ -159,3 +159,28 @@ def test_a_sidecar_writer_killed_mid_write_leaves_a_whole_file(tmp_path: Path) -
         assert image is not None  # the old file or the new one, never a torn one
         assert answers(db) == expected
         assert len(temps) <= 1 + _round  # at most the one each kill interrupted
+
+
+def test_a_rebuild_reads_json_form_chunks_from_vec0(tmp_path: Path) -> None:
+    """Chunks whose embedding holds an int are stored as JSON (no float64 blob); a
+    rebuild takes their vectors from vec0 and answers as before."""
+    db = str(tmp_path / "m.db")
+    store = open_memory_store(db, embedding_dim=DIM)
+    records = [
+        {
+            "id": f"j{i}",
+            "embedding": [i % 5 - 2, 1, *[float(d) for d in range(DIM - 2)]],
+            "scope": {},
+        }
+        for i in range(30)
+    ] + [
+        {"id": f"f{i}", "embedding": [float(i) + 0.5] * DIM, "scope": {"tenant": "t0"}}
+        for i in range(5)
+    ]
+    store.upsert_many(records, idempotency_key="mixed", ctx=CTX)
+    before = store.search([1.0] * DIM, top_k=35)
+    store.close()
+    os.unlink(db + sidecar.SUFFIX)
+    again = open_memory_store(db, embedding_dim=DIM)
+    assert again.search([1.0] * DIM, top_k=35) == before
+    again.close()

@@ -149,25 +149,65 @@ class SyncedIndex:
         self.index.seq = db_seq
 
     def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
-        """Rebuild the index from the database snapshot of ``conn``; lock held."""
+        """Rebuild the index from the database snapshot of ``conn``; lock held.
+
+        One pass over ``memory_chunks``: the float64 blob of each chunk (binary form)
+        goes into a block, a block at a time is normalised into a preallocated float32
+        matrix; only chunks stored as JSON (an int in the embedding) read their unit
+        vector from vec0. Raises RuntimeError when vec0 and the chunks disagree.
+        """
+        total = _count(conn)
+        units = np.empty((total, self.dim), dtype=np.float32)
+        ids: list[str] = []
+        scopes: list[ScopeItems] = []
         # Chunks share few distinct scopes: parse each once, and let rows share it.
         parsed: dict[str, ScopeItems] = {}
-        scopes: dict[str, ScopeItems] = {}
-        for cid, sj in conn.execute("SELECT chunk_id, scope_json FROM memory_chunks"):
+        json_rows: list[int] = []
+        block: list[bytes] = []
+        # A stand-in for a JSON-form row until vec0 gives its vector (any non-zero row).
+        filler = np.ones(self.dim, dtype="<f8").tobytes()
+
+        def flush() -> None:
+            start = len(ids) - len(block)
+            raw = np.frombuffer(b"".join(block), dtype="<f8").reshape(len(block), self.dim)
+            units[start : len(ids)] = _unit_rows(raw)
+            block.clear()
+
+        for cid, sj, blob in conn.execute(
+            "SELECT chunk_id, scope_json, embedding_f64 FROM memory_chunks"
+        ):
             text = str(sj)
             items = parsed.get(text)
             if items is None:
                 items = parsed[text] = scope_items(codec.loads(text))
-            scopes[str(cid)] = items
-        total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
-        matrix = np.zeros((total, self.dim), dtype=np.float32)
-        ids: list[str] = []
-        for row, (cid, blob) in enumerate(
-            conn.execute("SELECT chunk_id, embedding FROM memory_vec")
-        ):
-            matrix[row] = np.frombuffer(blob, dtype=np.float32)
+            if blob is None:
+                json_rows.append(len(ids))
             ids.append(str(cid))
-        if len(ids) != total or len(scopes) != total or not all(i in scopes for i in ids):
+            scopes.append(items)
+            block.append(filler if blob is None else blob)
+            if len(block) == 8192:
+                flush()
+        if block:
+            flush()
+        for row in json_rows:
+            found = conn.execute(
+                "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (ids[row],)
+            ).fetchall()
+            if not found:
+                raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
+            units[row] = unit_float32(np.frombuffer(found[0][0], dtype=np.float32))  # type: ignore[arg-type]
+        vec_total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
+        if len(ids) != total or vec_total != total:
             raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
-        self.index.load(ids, matrix, [scopes[i] for i in ids])
+        self.index.load_units(ids, units, scopes)
         self.index.seq = db_seq
+
+
+def _unit_rows(raw: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Float32 unit rows of raw float64 rows, scaled by their largest component first
+    (the store's own steps, so huge and subnormal embeddings survive)."""
+    m = raw / np.max(np.abs(raw), axis=1, keepdims=True)
+    out: np.ndarray[Any, Any] = (m / np.sqrt(np.sum(m * m, axis=1, keepdims=True))).astype(
+        np.float32
+    )
+    return out
