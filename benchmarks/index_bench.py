@@ -27,6 +27,7 @@ in a fresh process: open → first search, and the store's own search p50s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -43,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bifrost.context import DispatchContext
-from ratatoskr.memory import open_memory_store
+from ratatoskr.memory import open_memory_store, sidecar
 from ratatoskr.memory.index import VectorIndex, scope_items
 from ratatoskr.memory.records import exact_scores, unit_float64
 
@@ -254,7 +255,11 @@ def store_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
     store.close()
     reopen: list[dict[str, float]] = []
     probe = json.dumps(queries(data, 1, seed=6)[0].tolist())
-    for _ in range(3):
+    # The first reopen finds no sidecar and rebuilds from SQLite (leaving one); the
+    # next ones map it.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path + sidecar.SUFFIX)
+    for _ in range(4):
         done = subprocess.run(
             [sys.executable, "-c", _CHILD, path, str(DIM), probe],
             check=True,
@@ -266,8 +271,9 @@ def store_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
         "write_chunks_per_s": n / write_s,
         "search_p50_ms": {m: statistics.median(ts) * 1e3 for m, ts in times.items()},
         "reopen": reopen,
-        "reopen_open_to_first_search_s_median": statistics.median(
-            r["open_to_first_search_s"] for r in reopen
+        "reopen_rebuild_s": reopen[0]["open_to_first_search_s"],
+        "reopen_sidecar_s_median": statistics.median(
+            r["open_to_first_search_s"] for r in reopen[1:]
         ),
     }
 
