@@ -25,6 +25,7 @@ from bifrost.auth import ReplayCache
 from ratatoskr.provider.planes import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
+from ratatoskr.sqlite.files import file_identity
 
 __all__ = ["READY", "PlaneProbe", "plane_probes", "probe_all"]
 
@@ -53,7 +54,7 @@ class PlaneProbe:
     def check(self) -> str:
         """``READY``, or a short content-free reason naming the part that failed."""
         for f in self.files:
-            if _identity(f.path) != f.identity or f.identity is None:
+            if file_identity(f.path) != f.identity or f.identity is None:
                 return f"{f.what} file missing or replaced"
             if not os.access(f.path, os.R_OK | os.W_OK):
                 return f"{f.what} file not readable and writable"
@@ -71,14 +72,6 @@ class PlaneProbe:
         return READY
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def plane_probes(
     settings: Settings, planes: tuple[Plane, ...], opened: OpenPlanes
 ) -> list[PlaneProbe]:
@@ -92,10 +85,10 @@ def plane_probes(
         probe = PlaneProbe(plane, served.read, replay=served.replay)
         path = settings.db_path(plane)
         if path != MEMORY_PATH and not is_dsn(path):
-            probe.files.append(_File("database", path, _identity(path)))
+            probe.files.append(_File("database", path, file_identity(path)))
         if isinstance(probe.replay, SqliteReplayCache):
             probe.files.append(
-                _File("replay cache", probe.replay.path, _identity(probe.replay.path))
+                _File("replay cache", probe.replay.path, file_identity(probe.replay.path))
             )
         probes.append(probe)
     return probes

@@ -30,6 +30,7 @@ from ratatoskr.sqlite.driver import (
     translate_errors,
 )
 from ratatoskr.sqlite.errors import ForeignDatabase, SchemaMismatch, StorageUnavailable
+from ratatoskr.sqlite.files import file_identity
 from ratatoskr.sqlite.migrations import (
     Migration,
     apply_migrations,
@@ -113,7 +114,7 @@ class Database:
         # The file this database is, so a write can tell when the path no longer
         # names it (see ``_check_file``).
         self._abspath = os.path.abspath(path)
-        self._identity = None if self.is_memory else _identity(self._abspath)
+        self._identity = None if self.is_memory else file_identity(self._abspath)
         try:
             if not self.is_memory and not self.options.readonly:
                 _incremental_when_new(self._writer)
@@ -194,7 +195,7 @@ class Database:
         acknowledged and then lost when the process exits. One ``stat`` per write
         turns that into an error.
         """
-        if self._identity is not None and _identity(self._abspath) != self._identity:
+        if self._identity is not None and file_identity(self._abspath) != self._identity:
             raise StorageUnavailable("database file was removed or replaced while open")
 
     def checkpoint(self) -> None:
@@ -394,15 +395,6 @@ def _incremental_when_new(conn: apsw.Connection) -> None:
             return
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("VACUUM")
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of ``path``, or None when nothing is there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 @dataclass

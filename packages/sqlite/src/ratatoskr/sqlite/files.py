@@ -13,6 +13,7 @@ from ratatoskr.sqlite.errors import StorageUnavailable
 
 __all__ = [
     "SIDECAR_SUFFIXES",
+    "file_identity",
     "fsync_directory",
     "fsync_file",
     "open_existing",
@@ -22,6 +23,16 @@ __all__ = [
 
 # The files SQLite keeps beside a database: its WAL, the WAL index, a rollback journal.
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None when nothing is there: what tells a file
+    that was replaced or deleted behind an open handle from the one that was opened."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def open_existing(path: str, *, load_vec: bool = True) -> apsw.Connection:
