@@ -183,6 +183,13 @@ def connection_cap(settings: Settings, open_files: int) -> int:
     return max(1, min(settings.max_connections, open_files - _FD_RESERVE))
 
 
+# How long the supervisor waits for a worker's answer to its liveness ping before it
+# kills the worker as hung. A new worker answers only once spawn has imported the app
+# (1-2 s here when idle, past uvicorn's 5 s default on a loaded 2-core host), so the
+# default killed healthy workers mid-start; a hung worker is now replaced after 20 s.
+WORKER_HEALTHCHECK_TIMEOUT_S = 20
+
+
 def _config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
     return ProviderConfig(
         app,
@@ -195,6 +202,7 @@ def _config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
         loop="uvloop",
         timeout_keep_alive=settings.keep_alive_s,
         timeout_graceful_shutdown=30,
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_TIMEOUT_S,
         access_log=settings.log_level == "debug",
         **extra,
     )
