@@ -17,6 +17,7 @@ from ratatoskr.postgres.database import (
     PoolOptions,
     PostgresDatabase,
     open_pool,
+    open_schema,
 )
 from ratatoskr.postgres.errors import (
     ForeignDatabase,
@@ -60,6 +61,7 @@ __all__ = [
     "StorageReadOnly",
     "StorageUnavailable",
     "open_pool",
+    "open_schema",
     "read_meta",
     "run_write",
     "schema_version",

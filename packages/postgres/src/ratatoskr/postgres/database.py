@@ -51,6 +51,7 @@ __all__ = [
     "PostgresDatabase",
     "TxMode",
     "open_pool",
+    "open_schema",
 ]
 
 T = TypeVar("T")
@@ -225,6 +226,39 @@ class PostgresDatabase:
             self._closed = True
         if self._owns_pool:
             self._pool.close()
+
+
+def open_schema(
+    dsn: str | Pool,
+    build: Callable[[PostgresDatabase], T],
+    *,
+    schema: str,
+    plane: str,
+    migrations: Sequence[Migration],
+    meta: Mapping[str, MetaSetting] | None = None,
+    pool_options: PoolOptions | None = None,
+) -> T:
+    """``build`` of the plane's schema on ``dsn`` — a libpq URI or key=value string
+    (a pool is opened, and owned: closing the database closes it), or an open pool to
+    share (left open). Whatever fails, opening or ``build``, closes what was opened.
+
+    Raises what :class:`PostgresDatabase`, :func:`open_pool` and ``build`` raise.
+    """
+    owns = isinstance(dsn, str)
+    pool = open_pool(dsn, pool_options) if isinstance(dsn, str) else dsn
+    try:
+        db = PostgresDatabase(
+            pool, schema=schema, plane=plane, migrations=migrations, meta=meta, owns_pool=owns
+        )
+    except BaseException:
+        if owns:
+            pool.close()
+        raise
+    try:
+        return build(db)
+    except BaseException:
+        db.close()
+        raise
 
 
 def _rollback(conn: Connection[Any]) -> None:

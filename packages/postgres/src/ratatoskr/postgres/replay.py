@@ -28,7 +28,7 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
 from ratatoskr.postgres.migrations import Migration
 from ratatoskr.postgres.text import to_db, utf8_encodable
 
@@ -65,28 +65,20 @@ class PostgresReplayCache:
         schema: str,
         pool_options: PoolOptions | None = None,
     ) -> None:
-        owns = isinstance(dsn, str)
-        pool = (
-            open_pool(dsn, pool_options or PoolOptions(max_size=4)) if isinstance(dsn, str) else dsn
-        )
         table = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(_TABLE))
         v1 = sql.SQL(
             'CREATE TABLE {t} (jti text COLLATE "C" PRIMARY KEY,'
             " expires_at double precision NOT NULL);"
             " CREATE INDEX {i} ON {t} (expires_at)"
         ).format(t=table, i=sql.Identifier(f"{_TABLE}_expiry"))
-        try:
-            self._db = PostgresDatabase(
-                pool,
-                schema=schema,
-                plane=REPLAY_PLANE,
-                migrations=[Migration(1, "remembered jti values", v1)],
-                owns_pool=owns,
-            )
-        except BaseException:
-            if owns:
-                pool.close()
-            raise
+        self._db: PostgresDatabase = open_schema(
+            dsn,
+            lambda db: db,
+            schema=schema,
+            plane=REPLAY_PLANE,
+            migrations=[Migration(1, "remembered jti values", v1)],
+            pool_options=pool_options or PoolOptions(max_size=4),
+        )
         self.schema = schema
         self._check_sql = sql.SQL(
             "INSERT INTO {t} AS r (jti, expires_at) VALUES (%s, %s)"

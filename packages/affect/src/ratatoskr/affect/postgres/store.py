@@ -38,7 +38,7 @@ from bifrost.context import DispatchContext
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from ratatoskr.affect.postgres import schema as affect_schema
-from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
 from ratatoskr.postgres.scope import (
     AXIS_COLUMNS,
     FilterShape,
@@ -347,20 +347,13 @@ def open_postgres_affect_store(
     """
     if max_batch < 1 or max_page < 1 or max_scope_any < 1:
         raise ValueError("max_batch, max_page and max_scope_any must be positive")
-    owns = isinstance(dsn, str)
-    pool = open_pool(dsn, pool_options) if isinstance(dsn, str) else dsn
-    try:
-        db = PostgresDatabase(
-            pool,
-            schema=schema,
-            plane=affect_schema.PLANE,
-            migrations=affect_schema.migrations(schema),
-            owns_pool=owns,
-        )
-        return PostgresAffectStore(
+    return open_schema(
+        dsn,
+        lambda db: PostgresAffectStore(
             db, max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any, clock=clock
-        )
-    except BaseException:
-        if owns:
-            pool.close()
-        raise
+        ),
+        schema=schema,
+        plane=affect_schema.PLANE,
+        migrations=affect_schema.migrations(schema),
+        pool_options=pool_options,
+    )

@@ -64,7 +64,7 @@ from ratatoskr.memory.records import (
     unit_float32_rows,
     unit_float64,
 )
-from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_pool
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import (
@@ -482,26 +482,19 @@ def open_postgres_memory_store(
         raise InvalidArguments("embedding_dim must be a positive integer")
     if embedding_dim > 16_000:
         raise InvalidArguments("embedding_dim must be at most 16000 (pgvector's limit)")
-    owns = isinstance(dsn, str)
-    pool = open_pool(dsn, pool_options) if isinstance(dsn, str) else dsn
-    try:
-        db = PostgresDatabase(
-            pool,
-            schema=schema,
-            plane=memory_schema.PLANE,
-            migrations=memory_schema.migrations(schema, embedding_dim),
-            meta={"embedding_dim": MetaSetting(str(embedding_dim), "embedding_dim")},
-            owns_pool=owns,
-        )
-        return PostgresMemoryStore(
+    return open_schema(
+        dsn,
+        lambda db: PostgresMemoryStore(
             db,
             embedding_dim=embedding_dim,
             max_batch=max_batch,
             max_top_k=max_top_k,
             max_scope_any=max_scope_any,
             clock=clock,
-        )
-    except BaseException:
-        if owns:
-            pool.close()
-        raise
+        ),
+        schema=schema,
+        plane=memory_schema.PLANE,
+        migrations=memory_schema.migrations(schema, embedding_dim),
+        meta={"embedding_dim": MetaSetting(str(embedding_dim), "embedding_dim")},
+        pool_options=pool_options,
+    )
