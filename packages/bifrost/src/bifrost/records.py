@@ -29,6 +29,7 @@ __all__ = [
     "CanonicalBatch",
     "canonical_record",
     "claim_id",
+    "distinct_ids",
     "json_copy",
     "load_canonical",
     "record_label",
@@ -68,6 +69,12 @@ def validate_ids(ids: object, *, max_batch: int, what: str = "ids") -> list[str]
     if len(ids) > max_batch:
         raise InvalidArguments(f"{what}: {len(ids)} exceeds max_batch {max_batch}")
     return [validate_id(x, f"{what}[{i}]") for i, x in enumerate(ids)]
+
+
+def distinct_ids(ids: object, *, max_batch: int, what: str = "ids") -> list[str]:
+    """:func:`validate_ids`, each id once, in the order first given (what a read or a
+    delete of a list of ids acts on)."""
+    return list(dict.fromkeys(validate_ids(ids, max_batch=max_batch, what=what)))
 
 
 def claim_id(seen: dict[str, int], rid: str, index: int, what: str = "an id") -> None:

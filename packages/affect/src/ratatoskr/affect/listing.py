@@ -20,7 +20,7 @@ repeat nor skip a key that stays in scope.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apsw
@@ -144,7 +144,7 @@ def list_page(
 
 
 def fetch_current(
-    conn: apsw.Connection, keys: list[str]
+    conn: apsw.Connection, keys: Sequence[str]
 ) -> dict[str, tuple[dict[str, Any], dict[str, str], int, str]]:
     """Current ``(record, scope, revision, recorded_at)`` of the keys that exist."""
     out: dict[str, tuple[dict[str, Any], dict[str, str], int, str]] = {}

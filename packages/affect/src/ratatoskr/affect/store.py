@@ -26,6 +26,7 @@ import apsw
 
 from bifrost.affect.protocol import (
     AFFECT_CAPABILITIES,
+    AffectReads,
     AffectWrites,
     affect_health,
     check_affect_limits,
@@ -33,11 +34,9 @@ from bifrost.affect.protocol import (
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
+    HistoryQuery,
+    ListQuery,
     ValidatedAffect,
-    validate_history,
-    validate_key,
-    validate_keys,
-    validate_list,
 )
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
@@ -51,6 +50,7 @@ __all__ = ["RatatoskrAffectStore", "SqliteAffectStore", "open_affect_store", "rf
 _SQL_CHUNK = 500
 # Module-level because the class's ``list`` verb shadows the builtin inside it.
 _Rows = list[tuple[Any, ...]]
+_Items = list[dict[str, Any]]
 
 
 def rfc3339(ts: float) -> str:
@@ -65,7 +65,7 @@ def _scope_json(scope: dict[str, str]) -> str:
     return canonical_record(scope)[0].decode("utf-8")
 
 
-class SqliteAffectStore(AffectWrites):
+class SqliteAffectStore(AffectWrites, AffectReads):
     """An affect store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
@@ -158,14 +158,10 @@ class SqliteAffectStore(AffectWrites):
                 "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope_add
             )
 
-    def delete_many(self, keys: list[str]) -> dict[str, Any]:
-        """Erase the current state and all history of each key, in one transaction.
-
-        Returns ``{"deleted": N}``, N the distinct keys that existed. Raises InvalidArguments.
-        """
-        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
+    def perform_delete(self, keys: Sequence[str]) -> int:
+        """Erase current rows, history rows and scope-index rows, in one transaction."""
         with self._db.write() as conn:
-            heads = self._heads(conn, wanted)
+            heads = self._heads(conn, keys)
             if heads:
                 rows = [(k,) for k in heads]
                 conn.executemany("DELETE FROM affect_history WHERE key = ?", rows)
@@ -179,85 +175,47 @@ class SqliteAffectStore(AffectWrites):
                     "DELETE FROM affect_scope WHERE axis = ? AND value = ? AND key = ?",
                     scope_rows,
                 )
-        return {"deleted": len(heads)}
+        return len(heads)
 
     # -- reads -----------------------------------------------------------------------
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The current record plus ``revision`` and ``recorded_at``, or None.
-
-        Raises InvalidArguments.
-        """
-        k = validate_key(key)
+    def perform_get(self, keys: Sequence[str]) -> _Items:
+        """Current rows, in one read snapshot."""
         with self._db.read() as conn:
-            found = fetch_current(conn, [k])
-        hit = found.get(k)
-        return None if hit is None else {**hit[0], "revision": hit[2], "recorded_at": hit[3]}
-
-    def get_many(self, keys: list[str]) -> list[dict[str, Any]]:
-        """Found current records in the order asked, duplicates once. Raises InvalidArguments."""
-        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
-        with self._db.read() as conn:
-            found = fetch_current(conn, wanted)
+            found = fetch_current(conn, keys)
         return [
             {**found[k][0], "revision": found[k][2], "recorded_at": found[k][3]}
-            for k in wanted
+            for k in keys
             if k in found
         ]
 
-    def history(
-        self, key: str, *, limit: int | None = None, before_revision: int | None = None
-    ) -> dict[str, Any]:
-        """Revisions of ``key`` newest first, keyset-paged by ``before_revision``.
-
-        Returns ``{"items", "next_before_revision"}``; the cursor is the oldest
-        revision of the page when older ones exist. New revisions are always
-        higher, so concurrent writes never shift a page. Raises InvalidArguments.
-        """
-        q = validate_history(key, limit, before_revision, max_page=self.max_page)
+    def perform_history(self, query: HistoryQuery) -> dict[str, Any]:
+        """One keyset page of ``affect_history``, newest first."""
         # Revisions are >= 1, so "before" a huge revision means "from the newest".
-        before = q.before_revision if q.before_revision is not None else 2**62
+        before = query.before_revision if query.before_revision is not None else 2**62
         with self._db.read() as conn:
             rows = conn.execute(
                 "SELECT revision, record_json, recorded_at FROM affect_history"
                 " WHERE key = ? AND revision < ? ORDER BY revision DESC LIMIT ?",
-                (q.key, before, q.limit + 1),
+                (query.key, before, query.limit + 1),
             ).fetchall()
-        page = rows[: q.limit]
+        page = rows[: query.limit]
         items = [
             {**codec.loads(str(rj)), "revision": int(rev), "recorded_at": str(at)}  # type: ignore[arg-type]
             for rev, rj, at in page
         ]
-        more = len(rows) > q.limit
+        more = len(rows) > query.limit
         return {"items": items, "next_before_revision": items[-1]["revision"] if more else None}
 
-    def list(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        limit: int | None = None,
-        after_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Current records in scope by key ascending, keyset-paged by ``after_key``.
-
-        Returns ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
-        """
-        q = validate_list(
-            scope_all,
-            scope_any,
-            limit,
-            after_key,
-            max_page=self.max_page,
-            max_scope_any=self.max_scope_any,
-        )
+    def perform_list(self, query: ListQuery) -> dict[str, Any]:
+        """One page driven by the ``affect_scope`` index (:mod:`ratatoskr.affect.listing`)."""
         with self._db.read() as conn:
             return list_page(
                 conn,
-                scope_all=q.scope_all,
-                scope_any=q.scope_any,
-                limit=q.limit,
-                after_key=q.after_key,
+                scope_all=query.scope_all,
+                scope_any=query.scope_any,
+                limit=query.limit,
+                after_key=query.after_key,
             )
 
     # -- plumbing --------------------------------------------------------------------

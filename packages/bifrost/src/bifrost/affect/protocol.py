@@ -3,19 +3,34 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from bifrost.affect.validation import ValidatedAffect, validate_put
+from bifrost.affect.validation import (
+    HistoryQuery,
+    ListQuery,
+    ValidatedAffect,
+    validate_history,
+    validate_key,
+    validate_list,
+    validate_put,
+)
 from bifrost.context import DispatchContext
+from bifrost.records import distinct_ids
 from bifrost.writes import WriteRequest
 
 __all__ = [
     "AFFECT_CAPABILITIES",
     "AffectDataStore",
+    "AffectReads",
     "AffectWrites",
     "affect_health",
     "check_affect_limits",
 ]
+
+# Module-level because AffectReads's ``list`` verb shadows the builtin inside it.
+_Items = list[dict[str, Any]]
+_Keys = list[str]
 
 AFFECT_CAPABILITIES: dict[str, Any] = {
     "history_supported": True,
@@ -120,3 +135,86 @@ class AffectWrites(abc.ABC):
     @abc.abstractmethod
     def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
         """The validated write of ``actor``, inside the store's transaction."""
+
+
+class AffectReads(abc.ABC):
+    """``get``, ``get_many``, ``history``, ``list`` and ``delete_many`` for a store
+    class, once: the protocol's signatures and the validation (with the store's
+    ``max_batch``, ``max_page`` and ``max_scope_any``), then one ``perform_*`` of the
+    store that receives only validated arguments: a
+    :class:`~bifrost.affect.validation.HistoryQuery` or
+    :class:`~bifrost.affect.validation.ListQuery`, or distinct keys in the order asked.
+    """
+
+    max_batch: int
+    max_page: int
+    max_scope_any: int
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The current record plus ``revision`` and ``recorded_at``, or None.
+
+        Raises InvalidArguments.
+        """
+        found = self.perform_get([validate_key(key)])
+        return found[0] if found else None
+
+    def get_many(self, keys: list[str]) -> list[dict[str, Any]]:
+        """Found current records in the order asked, duplicates once. Raises InvalidArguments."""
+        return self.perform_get(distinct_ids(keys, max_batch=self.max_batch, what="keys"))
+
+    def history(
+        self, key: str, *, limit: int | None = None, before_revision: int | None = None
+    ) -> dict[str, Any]:
+        """Revisions of ``key`` newest first, keyset-paged by ``before_revision``:
+        ``{"items", "next_before_revision"}``, the cursor the oldest revision of the page
+        when older ones exist. New revisions are always higher, so concurrent writes
+        never shift a page. Raises InvalidArguments.
+        """
+        return self.perform_history(
+            validate_history(key, limit, before_revision, max_page=self.max_page)
+        )
+
+    def list(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        limit: int | None = None,
+        after_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Current records in scope by key ascending, keyset-paged by ``after_key``:
+        ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
+        """
+        return self.perform_list(
+            validate_list(
+                scope_all,
+                scope_any,
+                limit,
+                after_key,
+                max_page=self.max_page,
+                max_scope_any=self.max_scope_any,
+            )
+        )
+
+    def delete_many(self, keys: _Keys) -> dict[str, Any]:
+        """Erase the current state and all history of each key: ``{"deleted": N}``, N
+        the distinct keys that existed. Raises InvalidArguments."""
+        wanted = distinct_ids(keys, max_batch=self.max_batch, what="keys")
+        return {"deleted": self.perform_delete(wanted)}
+
+    @abc.abstractmethod
+    def perform_get(self, keys: Sequence[str]) -> _Items:
+        """The current records of the distinct ``keys`` that exist, each plus its
+        ``revision`` and ``recorded_at``, in the order of ``keys``."""
+
+    @abc.abstractmethod
+    def perform_history(self, query: HistoryQuery) -> dict[str, Any]:
+        """One validated ``history`` page (see :meth:`history`)."""
+
+    @abc.abstractmethod
+    def perform_list(self, query: ListQuery) -> dict[str, Any]:
+        """One validated ``list`` page (see :meth:`list`)."""
+
+    @abc.abstractmethod
+    def perform_delete(self, keys: Sequence[str]) -> int:
+        """Erase the distinct ``keys`` with their history; how many existed."""

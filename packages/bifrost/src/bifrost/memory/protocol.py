@@ -5,13 +5,21 @@ applies the token's scope grant before and after each call."""
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from bifrost.context import DispatchContext
-from bifrost.memory.validation import ValidatedChunk, validate_upsert
+from bifrost.memory.validation import (
+    SearchQuery,
+    ValidatedChunk,
+    validate_id,
+    validate_search,
+    validate_upsert,
+)
+from bifrost.records import distinct_ids
 from bifrost.writes import WriteRequest
 
-__all__ = ["MemoryDataStore", "MemoryWrites", "ScopeLookup", "memory_health"]
+__all__ = ["MemoryDataStore", "MemoryReads", "MemoryWrites", "ScopeLookup", "memory_health"]
 
 
 @runtime_checkable
@@ -126,3 +134,86 @@ class MemoryWrites(abc.ABC):
     @abc.abstractmethod
     def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
         """The validated write of ``actor``, inside the store's transaction."""
+
+
+class MemoryReads(abc.ABC):
+    """``search``, ``get``, ``get_many``, ``scopes_of`` and ``delete_many`` for a store
+    class, once: the protocol's signatures and the validation (with the store's
+    ``embedding_dim``, ``max_batch``, ``max_top_k`` and ``max_scope_any``), then one
+    ``perform_*`` of the store that receives only validated arguments: a
+    :class:`~bifrost.memory.validation.SearchQuery`, or distinct ids in the order
+    asked.
+    """
+
+    embedding_dim: int
+    max_batch: int
+    max_top_k: int
+    max_scope_any: int
+
+    def search(
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        include: dict[str, Any] | None = None,
+        fidelity_target: Any = None,
+    ) -> list[dict[str, Any]]:
+        """The exact ``top_k`` in-scope chunks by cosine, best first, ties by chunk_id:
+        rows ``{chunk, chunk_id, score, recalled_view, revision}``.
+
+        Raises InvalidArguments / InvalidFilter. ``fidelity_target`` is ignored:
+        search is always exact.
+        """
+        del fidelity_target
+        return self.perform_search(
+            validate_search(
+                vector,
+                top_k,
+                scope_all,
+                scope_any,
+                metadata_filter,
+                include,
+                embedding_dim=self.embedding_dim,
+                max_top_k=self.max_top_k,
+                max_scope_any=self.max_scope_any,
+            )
+        )
+
+    def get(self, chunk_id: str) -> dict[str, Any] | None:
+        """The record as written plus ``revision``, or None. Raises InvalidArguments."""
+        found = self.perform_get([validate_id(chunk_id, "chunk_id")])
+        return found[0] if found else None
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Found records in the order asked, duplicates once. Raises InvalidArguments."""
+        return self.perform_get(distinct_ids(ids, max_batch=self.max_batch))
+
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        """``{id: scope}`` of the ids that exist (:class:`ScopeLookup`), ``ids``
+        validated exactly as ``get_many`` validates them. Raises InvalidArguments."""
+        return self.perform_scopes_of(distinct_ids(ids, max_batch=self.max_batch))
+
+    def delete_many(self, ids: list[str]) -> dict[str, Any]:
+        """Delete the chunks of ``ids``: ``{"deleted": N}``, N the distinct ids that
+        existed. Raises InvalidArguments."""
+        return {"deleted": self.perform_delete(distinct_ids(ids, max_batch=self.max_batch))}
+
+    @abc.abstractmethod
+    def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
+        """The rows of a validated search (see :meth:`search`)."""
+
+    @abc.abstractmethod
+    def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of the distinct ``ids`` that exist, each plus its ``revision``,
+        in the order of ``ids``."""
+
+    @abc.abstractmethod
+    def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """``{id: scope}`` of the distinct ``ids`` that exist (each a fresh dict)."""
+
+    @abc.abstractmethod
+    def perform_delete(self, ids: Sequence[str]) -> int:
+        """Delete the chunks of the distinct ``ids``; how many existed."""

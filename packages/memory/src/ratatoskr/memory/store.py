@@ -32,15 +32,13 @@ import numpy.typing as npt
 
 from bifrost.errors import InvalidArguments
 from bifrost.memory.capabilities import StoreCapabilities
-from bifrost.memory.protocol import MemoryWrites, memory_health
+from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
+    SearchQuery,
     ValidatedChunk,
     search_row,
-    validate_id,
-    validate_ids,
-    validate_search,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, begin_write, check_revisions
@@ -79,7 +77,7 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-class SqliteMemoryStore(MemoryWrites):
+class SqliteMemoryStore(MemoryWrites, MemoryReads):
     """A memory store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
@@ -198,14 +196,11 @@ class SqliteMemoryStore(MemoryWrites):
             )
             conn.executemany("UPDATE memory_vec SET embedding = ? WHERE chunk_id = ?", vec_updates)
 
-    def delete_many(self, ids: list[str]) -> dict[str, Any]:
-        """Delete chunks and their index rows in one transaction.
-
-        Returns ``{"deleted": N}``, N the distinct ids that existed. Raises InvalidArguments.
-        """
-        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
+    def perform_delete(self, ids: Sequence[str]) -> int:
+        """Delete chunks and their index rows in one transaction (then mirror the
+        committed delete into the in-process index)."""
         with self._db.write() as conn:
-            present = list(self._revisions(conn, wanted))
+            present = list(self._revisions(conn, ids))
             seq_before = changes.seq(conn)
             seq = seq_before + 1
             if present:
@@ -217,7 +212,7 @@ class SqliteMemoryStore(MemoryWrites):
                 self._prune_tombstones(conn, seq, added=len(present))
         if present:
             self._sync.apply(seq_before, seq, deletes=present)
-        return {"deleted": len(present)}
+        return len(present)
 
     def _prune_tombstones(self, conn: apsw.Connection, seq: int, *, added: int) -> None:
         """Drop tombstones past the retention horizon: more than this write ``added``,
@@ -231,32 +226,18 @@ class SqliteMemoryStore(MemoryWrites):
 
     # -- reads -------------------------------------------------------------------------
 
-    def get(self, chunk_id: str) -> dict[str, Any] | None:
-        """The record as written plus ``revision``, or None. Raises InvalidArguments."""
-        validate_id(chunk_id, "chunk_id")
+    def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The records as written plus ``revision``, in one read snapshot."""
         with self._db.read() as conn:
-            found = self._fetch(conn, [chunk_id])
-        hit = found.get(chunk_id)
-        return None if hit is None else {**hit.record(), "revision": hit.revision}
+            found = self._fetch(conn, ids)
+        return [{**found[i].record(), "revision": found[i].revision} for i in ids if i in found]
 
-    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
-        """Found records in the order asked, duplicates once. Raises InvalidArguments."""
-        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
-        with self._db.read() as conn:
-            found = self._fetch(conn, wanted)
-        return [{**found[i].record(), "revision": found[i].revision} for i in wanted if i in found]
-
-    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
-        """``{id: scope}`` of the ids that exist, read from the scope column alone
-        (bifrost's ``ScopeLookup``): dispatch decides what a grant may see before any
-        record is read, so ids of another tenant cost what absent ids cost.
-
-        Validates ``ids`` exactly as get_many does. Raises InvalidArguments.
-        """
-        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
+    def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Read from the scope column alone: dispatch decides what a grant may see
+        before any record is read, so ids of another tenant cost what absent ids cost."""
         rows: list[Any] = []
         with self._db.read() as conn:
-            for part in _chunks(wanted):
+            for part in _chunks(ids):
                 rows += conn.execute(
                     "SELECT chunk_id, scope_json FROM memory_chunks"
                     f" WHERE chunk_id IN ({_placeholders(len(part))})",
@@ -268,34 +249,9 @@ class SqliteMemoryStore(MemoryWrites):
             parsed[text] = codec.loads(text)
         return {chunk_id: dict(parsed[text]) for chunk_id, text in rows}
 
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: Any = None,
-    ) -> list[dict[str, Any]]:
-        """The exact top_k in-scope chunks by cosine, best first, ties by chunk_id.
-
-        Raises InvalidArguments / InvalidFilter. ``fidelity_target`` is ignored:
-        search is always exact.
-        """
-        del fidelity_target
-        query = validate_search(
-            vector,
-            top_k,
-            scope_all,
-            scope_any,
-            metadata_filter,
-            include,
-            embedding_dim=self.embedding_dim,
-            max_top_k=self.max_top_k,
-            max_scope_any=self.max_scope_any,
-        )
+    def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
+        """Rank on the in-process index inside one read snapshot, then re-rank the
+        candidates in float64 from their stored embeddings."""
         exact_query = stored_records.unit_float64(query.vector)
         unit = exact_query.astype(np.float32)
         for _attempt in range(_SNAPSHOT_ATTEMPTS):

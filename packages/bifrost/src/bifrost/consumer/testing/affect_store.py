@@ -7,13 +7,14 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from bifrost.affect.protocol import (
     AFFECT_CAPABILITIES,
+    AffectReads,
     AffectWrites,
     affect_health,
     check_affect_limits,
@@ -21,11 +22,9 @@ from bifrost.affect.protocol import (
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
+    HistoryQuery,
+    ListQuery,
     ValidatedAffect,
-    validate_history,
-    validate_key,
-    validate_keys,
-    validate_list,
 )
 from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
@@ -53,7 +52,7 @@ class _Rev:
         return out
 
 
-class InMemoryAffectStore(AffectWrites):
+class InMemoryAffectStore(AffectWrites, AffectReads):
     """Reference ``AffectDataStore``. ``clock`` drives TTLs and ``recorded_at``."""
 
     def __init__(
@@ -93,68 +92,39 @@ class InMemoryAffectStore(AffectWrites):
                 self._keys.setdefault(it.key, []).append(_Rev(it.record, it.scope, revision, stamp))
             return write.record()
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        k = validate_key(key)
+    def perform_get(self, keys: Sequence[str]) -> list[dict[str, Any]]:
         with self._lock:
-            revs = self._keys.get(k)
-            return revs[-1].view() if revs else None
+            return [self._keys[k][-1].view() for k in keys if k in self._keys]
 
-    def get_many(self, keys: list[str]) -> list[dict[str, Any]]:
-        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
+    def perform_history(self, query: HistoryQuery) -> dict[str, Any]:
         with self._lock:
-            return [self._keys[k][-1].view() for k in wanted if k in self._keys]
-
-    def history(
-        self, key: str, *, limit: int | None = None, before_revision: int | None = None
-    ) -> dict[str, Any]:
-        q = validate_history(key, limit, before_revision, max_page=self.max_page)
-        with self._lock:
-            revs = self._keys.get(q.key, [])
-            older = [
-                r
-                for r in reversed(revs)
-                if q.before_revision is None or r.revision < q.before_revision
-            ]
-            page = older[: q.limit]
-            more = len(older) > q.limit
+            revs = self._keys.get(query.key, [])
+            before = query.before_revision
+            older = [r for r in reversed(revs) if before is None or r.revision < before]
+            page = older[: query.limit]
+            more = len(older) > query.limit
             return {
                 "items": [r.view() for r in page],
                 "next_before_revision": page[-1].revision if more else None,
             }
 
-    def delete_many(self, keys: list[str]) -> dict[str, Any]:
-        wanted = set(validate_keys(keys, max_batch=self.max_batch))
+    def perform_delete(self, keys: Sequence[str]) -> int:
         with self._lock:
-            present = [k for k in wanted if k in self._keys]
+            present = [k for k in keys if k in self._keys]
             for k in present:
                 del self._keys[k]
-            return {"deleted": len(present)}
+            return len(present)
 
-    def list(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        limit: int | None = None,
-        after_key: str | None = None,
-    ) -> dict[str, Any]:
-        q = validate_list(
-            scope_all,
-            scope_any,
-            limit,
-            after_key,
-            max_page=self.max_page,
-            max_scope_any=self.max_scope_any,
-        )
+    def perform_list(self, query: ListQuery) -> dict[str, Any]:
         with self._lock:
             keys = sorted(
                 k
                 for k, revs in self._keys.items()
-                if (q.after_key is None or k > q.after_key)
-                and matches_scope(revs[-1].scope, q.scope_all, q.scope_any)
+                if (query.after_key is None or k > query.after_key)
+                and matches_scope(revs[-1].scope, query.scope_all, query.scope_any)
             )
-            page = keys[: q.limit]
-            more = len(keys) > q.limit
+            page = keys[: query.limit]
+            more = len(keys) > query.limit
             return {
                 "items": [self._keys[k][-1].view() for k in page],
                 "next_after_key": page[-1] if more else None,

@@ -6,22 +6,20 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.memory.capabilities import StoreCapabilities
-from bifrost.memory.protocol import MemoryWrites, memory_health
+from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
+    SearchQuery,
     ValidatedChunk,
     search_row,
     unit_vector,
-    validate_id,
-    validate_ids,
-    validate_search,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 from bifrost.writes import WriteRequest, begin_write, check_revisions
@@ -37,7 +35,7 @@ class _Chunk:
     revision: int
 
 
-class InMemoryMemoryStore(MemoryWrites):
+class InMemoryMemoryStore(MemoryWrites, MemoryReads):
     """Reference ``MemoryDataStore``.
 
     ``clock`` (seconds since the epoch) drives the idempotency TTL.
@@ -88,39 +86,19 @@ class InMemoryMemoryStore(MemoryWrites):
                 self._chunks[c.id] = _Chunk(c.record, c.scope, unit_vector(c.embedding), revision)
             return write.record()
 
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: Any = None,
-    ) -> list[dict[str, Any]]:
-        q = validate_search(
-            vector,
-            top_k,
-            scope_all,
-            scope_any,
-            metadata_filter,
-            include,
-            embedding_dim=self.embedding_dim,
-            max_top_k=self.max_top_k,
-            max_scope_any=self.max_scope_any,
-        )
-        unit = unit_vector(q.vector)
+    def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
+        """Exact brute-force cosine over every chunk in scope (under the store's lock)."""
+        unit = unit_vector(query.vector)
         with self._lock:
             scored = [
                 (max(-1.0, min(1.0, sum(a * b for a, b in zip(unit, c.unit, strict=True)))), cid, c)
                 for cid, c in self._chunks.items()
-                if matches_scope(c.scope, q.scope_all, q.scope_any)
+                if matches_scope(c.scope, query.scope_all, query.scope_any)
             ]
             scored.sort(key=lambda t: (-t[0], t[1]))
             return [
-                search_row(copy.deepcopy(c.record), cid, score, c.revision, q.include_embedding)
-                for score, cid, c in scored[: q.top_k]
+                search_row(copy.deepcopy(c.record), cid, score, c.revision, query.include_embedding)
+                for score, cid, c in scored[: query.top_k]
             ]
 
     def _read(self, cid: str) -> dict[str, Any] | None:
@@ -131,26 +109,17 @@ class InMemoryMemoryStore(MemoryWrites):
         out["revision"] = c.revision
         return out
 
-    def get(self, chunk_id: str) -> dict[str, Any] | None:
-        cid = validate_id(chunk_id, "chunk_id")
+    def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         with self._lock:
-            return self._read(cid)
+            return [r for r in (self._read(cid) for cid in ids) if r is not None]
 
-    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
-        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
+    def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
         with self._lock:
-            return [r for r in (self._read(cid) for cid in wanted) if r is not None]
+            return {cid: dict(self._chunks[cid].scope) for cid in ids if cid in self._chunks}
 
-    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
-        """``{id: scope}`` of the ids that exist (``ScopeLookup``)."""
-        wanted = validate_ids(ids, max_batch=self.max_batch)
+    def perform_delete(self, ids: Sequence[str]) -> int:
         with self._lock:
-            return {cid: dict(self._chunks[cid].scope) for cid in wanted if cid in self._chunks}
-
-    def delete_many(self, ids: list[str]) -> dict[str, Any]:
-        wanted = set(validate_ids(ids, max_batch=self.max_batch))
-        with self._lock:
-            present = [cid for cid in wanted if cid in self._chunks]
+            present = [cid for cid in ids if cid in self._chunks]
             for cid in present:
                 del self._chunks[cid]
-            return {"deleted": len(present)}
+            return len(present)
