@@ -1,4 +1,4 @@
-"""Errors, idempotency helpers, shared validators and dispatch routing."""
+"""Errors, idempotency helpers, shared validators, dispatch routing and the spy store."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bifrost.affect import (
     validate_put,
 )
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
+from bifrost.consumer.testing.support import SpyMemoryStore
 from bifrost.context import DispatchContext
 from bifrost.errors import (
     BifrostError,
@@ -34,6 +35,7 @@ from bifrost.errors import (
 )
 from bifrost.idempotency import canonical_json, idempotency_id, request_digest, ttl_seconds
 from bifrost.memory import (
+    MEMORY_VERBS,
     StoreCapabilities,
     dispatch_memory_call,
     record_id,
@@ -223,3 +225,27 @@ def test_affect_dispatch_routing() -> None:
     with pytest.raises(InvalidArguments):
         dispatch_affect_call(store, env("put_many", {"records": []}), ctx)
     assert dispatch_affect_call(store, env("list"), ctx) == {"items": [], "next_after_key": None}
+
+
+def test_spy_store_records_each_verb_that_reaches_it() -> None:
+    store = SpyMemoryStore(2)
+    ctx = DispatchContext(actor="a")
+    rec = {"id": "a", "embedding": [1.0, 0.0], "scope": {}}
+    calls = [
+        env("describe_store"),
+        env("health"),
+        {**env("upsert_many", {"records": [rec]}), "idempotency_key": "k"},
+        env("search", {"vector": [1.0, 0.0], "top_k": 1}),
+        env("get", {"chunk_id": "a"}),
+        env("get_many", {"ids": ["a"]}),
+        env("delete_many", {"ids": ["a"]}),
+    ]
+    results = [dispatch_memory_call(store, e, ctx) for e in calls]
+    assert store.calls == list(MEMORY_VERBS)
+    assert results[2] == {"upserted": 1, "replayed": False}
+    assert results[4] == {**rec, "revision": 1}
+    assert results[6] == {"deleted": 1}
+    with pytest.raises(InvalidArguments):
+        store.get_many("a")  # type: ignore[arg-type]
+    assert store.calls[-1] == "get_many"  # recorded before the reference store refused it
+    assert SpyMemoryStore.search.__qualname__ == "SpyMemoryStore.search"

@@ -7,84 +7,42 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from bifrost.client import mint_token
 from bifrost.consumer.testing.memory_store import InMemoryMemoryStore
-from bifrost.context import DispatchContext
+from bifrost.memory.dispatch import MEMORY_VERBS
 
 KEY = b"test-key-0123456789abcdef-0123456789"
 DIM = 8
 
 
 class SpyMemoryStore(InMemoryMemoryStore):
-    """The reference store, recording which verbs reached it."""
+    """The reference store, recording which verbs reached it (each verb of the memory
+    plane's table, by name, in :attr:`calls`)."""
 
     def __init__(self, embedding_dim: int = DIM, **kw: Any) -> None:
         super().__init__(embedding_dim, **kw)
         self.calls: list[str] = []
 
-    def describe_store(self) -> dict[str, Any]:
-        self.calls.append("describe_store")
-        return super().describe_store()
 
-    def health(self) -> dict[str, Any]:
-        self.calls.append("health")
-        return super().health()
+def _recorded(verb: str) -> Callable[..., Any]:
+    """``verb`` of the reference store, noting first that it was called."""
 
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        self.calls.append("upsert_many")
-        return super().upsert_many(
-            records,
-            idempotency_key=idempotency_key,
-            ctx=ctx,
-            expected_revisions=expected_revisions,
-            idempotency_class=idempotency_class,
-        )
+    def call(self: SpyMemoryStore, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(verb)
+        return getattr(super(SpyMemoryStore, self), verb)(*args, **kwargs)
 
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: Any = None,
-    ) -> list[dict[str, Any]]:
-        self.calls.append("search")
-        return super().search(
-            vector,
-            top_k=top_k,
-            scope_all=scope_all,
-            scope_any=scope_any,
-            metadata_filter=metadata_filter,
-            include=include,
-            fidelity_target=fidelity_target,
-        )
+    call.__name__ = verb
+    call.__qualname__ = f"SpyMemoryStore.{verb}"
+    return call
 
-    def get(self, chunk_id: str) -> dict[str, Any] | None:
-        self.calls.append("get")
-        return super().get(chunk_id)
 
-    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
-        self.calls.append("get_many")
-        return super().get_many(ids)
-
-    def delete_many(self, ids: list[str]) -> dict[str, Any]:
-        self.calls.append("delete_many")
-        return super().delete_many(ids)
+for _verb in MEMORY_VERBS:
+    setattr(SpyMemoryStore, _verb, _recorded(_verb))
 
 
 def envelope_bytes(verb: str, args: dict[str, Any] | None = None, **extra: Any) -> bytes:
