@@ -40,8 +40,9 @@ from psycopg import sql
 
 from bifrost.client import BifrostClient
 from bifrost.errors import BifrostError, RevisionMismatch
+from ratatoskr.provider.testing import ServerProcess, start_serve
 
-from .conftest import KEY, Server, start_server
+from .conftest import KEY
 from .test_postgres_provider import pg_dsn  # noqa: F401 - the session's server, shared
 from .test_single_use import GRANT, Captured, refused_as_replay
 
@@ -63,9 +64,10 @@ def database(pg_dsn: str) -> Iterator[str]:  # noqa: F811 - pg_dsn is the import
         conn.execute(drop)
 
 
-def provider(database: str, home: Path) -> Server:
-    """``ratatoskr serve --workers 2`` on ``database``, in a process group of its own
-    (so the whole provider can be SIGKILLed at once); VMP on a file in ``home``."""
+def provider(database: str, home: Path) -> ServerProcess:
+    """``ratatoskr serve --workers 2`` on ``database`` (the launcher gives it a process
+    group of its own, so the whole provider can be SIGKILLed at once); VMP on a file
+    in ``home``."""
     home.mkdir(parents=True, exist_ok=True)
     env = {
         "RATATOSKR_MEMORY_DB": database,
@@ -76,12 +78,13 @@ def provider(database: str, home: Path) -> Server:
         "RATATOSKR_HEIMDALL_KEY": KEY,
         "RATATOSKR_PORT": "0",
     }
-    return start_server(["serve", "--workers", "2"], env, home, preexec_fn=os.setpgrp)
+    return start_serve(["serve", "--workers", "2"], env, home, timeout=120)
 
 
-def kill_group(server: Server) -> None:
+def kill_group(server: ServerProcess) -> None:
+    """SIGKILL the supervisor and its workers at once: nothing gets to clean up."""
     if server.proc.poll() is None:
-        os.killpg(server.proc.pid, signal.SIGKILL)
+        os.killpg(server.pid, signal.SIGKILL)
     server.proc.wait(30)
 
 
@@ -89,14 +92,14 @@ def kill_group(server: Server) -> None:
 def pair(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The base URLs of two providers on ``database``."""
     home = tmp_path_factory.mktemp("many")
-    servers: list[Server] = []
+    servers: list[ServerProcess] = []
     try:
         for name in ("one", "two"):
             servers.append(provider(database, home / name))
         yield servers[0].base_url, servers[1].base_url
     finally:
         for s in servers:
-            kill_group(s)
+            s.close()
 
 
 def client(base: str, plane: str) -> BifrostClient:
@@ -314,21 +317,25 @@ def test_sigkill_of_one_provider_under_write_load_loses_no_acknowledged_batch(
             time.sleep(0.02)
         assert min(len(w.acked) for w in doomed) >= 5, [w.errors for w in doomed]
         kill_group(victim)
-        killed_at = {w.name: len(w.acked) for w in doomed}
-        time.sleep(0.5)  # the survivor's writer goes on past the kill
-        acked_after = len(steady.acked)
-        time.sleep(0.5)
+        # The survivor's writer goes on past the kill (a few more batches acknowledged)
+        # while each doomed writer has a batch cut off.
+        at_kill = len(steady.acked)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+            len(steady.acked) < at_kill + 3 or not all(w.unknown for w in doomed)
+        ):
+            time.sleep(0.02)
         stop.set()
         for t in threads:
             t.join(60)
         assert not any(t.is_alive() for t in threads)
     finally:
         stop.set()
-        kill_group(victim)
+        victim.close()
 
-    assert steady.errors == [] and len(steady.acked) > acked_after  # it never noticed
-    # The doomed writers were cut off: nothing acknowledged after the kill.
-    assert all(len(w.acked) == killed_at[w.name] for w in doomed)
+    assert steady.errors == [] and len(steady.acked) >= at_kill + 3  # it never noticed
+    # The doomed writers were cut off (an answer already on its way when the kill
+    # came may still have been read: it counts as acknowledged, and is checked).
     assert all(w.unknown for w in doomed)
 
     reader = client(survivor, "memory")
