@@ -13,8 +13,10 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -79,9 +81,19 @@ class Running:
         return match.group(1)
 
 
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """The directory the script runs in. Not under pytest's tmp_path: the server runs
+    as an unprivileged user (the wheel's, as root), and a pytest session starting
+    beside this one makes ``/tmp/pytest-of-<user>`` owner-only again."""
+    with tempfile.TemporaryDirectory(prefix="run-postgres-") as where:
+        yield Path(where)
+
+
 def test_run_postgres_serves_memory_and_affect_on_postgres_then_stops_clean(
-    tmp_path: Path,
+    home: Path,
 ) -> None:
+    tmp_path = home
     run = Running(tmp_path)
     try:
         deadline = time.monotonic() + 90
