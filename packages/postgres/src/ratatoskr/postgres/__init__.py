@@ -19,17 +19,7 @@ from ratatoskr.postgres.database import (
     open_pool,
     open_schema,
 )
-from ratatoskr.postgres.errors import (
-    ForeignDatabase,
-    SchemaMismatch,
-    SchemaTooNew,
-    StorageCorrupt,
-    StorageError,
-    StorageFull,
-    StorageReadOnly,
-    StorageUnavailable,
-    translate_errors,
-)
+from ratatoskr.postgres.errors import translate_errors
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.ledger import (
     PRUNE_PER_WRITE,
@@ -40,10 +30,11 @@ from ratatoskr.postgres.ledger import (
 from ratatoskr.postgres.migrations import MetaSetting, Migration, read_meta, schema_version
 from ratatoskr.postgres.replay import PostgresReplayCache
 from ratatoskr.postgres.writes import run_write
+from ratatoskr.storage import errors as _storage_errors
+from ratatoskr.storage.errors import *  # noqa: F403  (the storage errors, re-exported below)
 
 __all__ = [
     "PRUNE_PER_WRITE",
-    "ForeignDatabase",
     "LedgerEntry",
     "LedgerTransaction",
     "MetaSetting",
@@ -53,13 +44,6 @@ __all__ = [
     "PostgresDatabase",
     "PostgresLedger",
     "PostgresReplayCache",
-    "SchemaMismatch",
-    "SchemaTooNew",
-    "StorageCorrupt",
-    "StorageError",
-    "StorageFull",
-    "StorageReadOnly",
-    "StorageUnavailable",
     "open_pool",
     "open_schema",
     "read_meta",
@@ -68,3 +52,4 @@ __all__ = [
     "translate_errors",
     "vector_extension",
 ]
+__all__ += _storage_errors.__all__

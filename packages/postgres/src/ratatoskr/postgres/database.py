@@ -34,7 +34,7 @@ import psycopg_pool
 from psycopg import Connection, Cursor, pq, sql
 from psycopg.adapt import AdaptersMap
 
-from ratatoskr.postgres.errors import StorageUnavailable, translate, translate_errors
+from ratatoskr.postgres.errors import translate, translate_errors
 from ratatoskr.postgres.migrations import (
     MetaSetting,
     Migration,
@@ -43,6 +43,7 @@ from ratatoskr.postgres.migrations import (
     needs_migration,
 )
 from ratatoskr.postgres.vector import register_vector_dumper
+from ratatoskr.storage.errors import StorageUnavailable
 
 __all__ = [
     "ADAPTERS",

@@ -1,10 +1,8 @@
 """Typed storage errors of the PostgreSQL backend, and the mapping from the driver's.
 
-The classes have the names and meanings of ``ratatoskr.sqlite.errors`` (a plane
-or the provider handles both backends alike by name). They are defined again
-here rather than imported because those are the SQLite package's classes and
-the architecture keeps what two backends share below both; moving both sets
-into one shared module is a later refactor (see README).
+The classes are the one hierarchy every backend raises
+(``ratatoskr.storage.errors``; ``ratatoskr.postgres`` re-exports them), so a
+plane or the provider handles both backends alike, by one class.
 
 psycopg's exceptions carry the server's message, which can quote a row
 ("Key (chunk_id)=(…) already exists"), the host and user of the DSN, or SQL
@@ -20,63 +18,15 @@ from collections.abc import Iterator
 import psycopg
 import psycopg_pool
 
-__all__ = [
-    "ForeignDatabase",
-    "SchemaMismatch",
-    "SchemaTooNew",
-    "StorageCorrupt",
-    "StorageError",
-    "StorageFull",
-    "StorageReadOnly",
-    "StorageUnavailable",
-    "translate",
-    "translate_errors",
-]
+from ratatoskr.storage.errors import (
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    StorageUnavailable,
+)
 
-
-class StorageError(Exception):
-    """Base class for storage failures a plane may want to map to a response."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class SchemaMismatch(StorageError):
-    """The schema was created with settings that differ from the ones asked for now."""
-
-    def __init__(self, setting: str, stored: str, requested: str) -> None:
-        super().__init__(
-            f"database was created with {setting}={stored}, but {setting}={requested} was requested"
-        )
-        self.setting = setting
-        self.stored = stored
-        self.requested = requested
-
-
-class SchemaTooNew(StorageError):
-    """The schema holds migrations this code does not know (written by a newer release)."""
-
-
-class ForeignDatabase(StorageError):
-    """The schema belongs to another plane (each plane has a schema of its own)."""
-
-
-class StorageFull(StorageError):
-    """The server's disk is full; the transaction was rolled back."""
-
-
-class StorageReadOnly(StorageError):
-    """The server refuses writes (a hot standby, or a read-only transaction default)."""
-
-
-class StorageCorrupt(StorageError):
-    """The server reports damaged data or indexes."""
-
-
-class StorageUnavailable(StorageError):
-    """The server cannot be reached, is shutting down, is out of connections or
-    refused the role; or the pool had no connection to give in time."""
+__all__ = ["translate", "translate_errors"]
 
 
 # SQLSTATE → (class, message). Classes of codes are matched by their first two

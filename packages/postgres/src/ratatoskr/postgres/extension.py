@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import Cursor
 
-from ratatoskr.postgres.errors import StorageUnavailable
+from ratatoskr.storage.errors import StorageUnavailable
 
 __all__ = ["ensure_vector_extension", "vector_extension"]
 

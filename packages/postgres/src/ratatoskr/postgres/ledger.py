@@ -32,7 +32,7 @@ from typing import Any
 from psycopg import Cursor, sql
 
 from bifrost.jsoncodec import canonical_json, json_loads_exact
-from ratatoskr.postgres.errors import StorageCorrupt
+from ratatoskr.storage.errors import StorageCorrupt
 
 __all__ = ["PRUNE_PER_WRITE", "LedgerEntry", "LedgerTransaction", "PostgresLedger"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from psycopg import Cursor, sql
 from psycopg.sql import Composed
 
-from ratatoskr.postgres.errors import ForeignDatabase, SchemaMismatch, SchemaTooNew
+from ratatoskr.storage.errors import ForeignDatabase, SchemaMismatch, SchemaTooNew
 
 __all__ = [
     "COMPANION_PLANES",

@@ -35,22 +35,13 @@ from ratatoskr.sqlite.driver import (
     sqlite_vec_version,
     translate_errors,
 )
-from ratatoskr.sqlite.errors import (
-    ForeignDatabase,
-    SchemaMismatch,
-    SchemaTooNew,
-    StorageCorrupt,
-    StorageError,
-    StorageFull,
-    StorageInconsistent,
-    StorageReadOnly,
-    StorageUnavailable,
-)
 from ratatoskr.sqlite.inuse import DatabaseInUse, claim_databases, database_in_use
 from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry, LedgerTransaction
 from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
 from ratatoskr.sqlite.replay import SqliteReplayCache, replay_path
 from ratatoskr.sqlite.stats import DatabaseStats, TableStats, database_stats
+from ratatoskr.storage import errors as _storage_errors
+from ratatoskr.storage.errors import *  # noqa: F403  (the storage errors, re-exported below)
 
 __all__ = [
     "MEMORY_PATH",
@@ -61,7 +52,6 @@ __all__ = [
     "DatabaseInUse",
     "DatabaseReport",
     "DatabaseStats",
-    "ForeignDatabase",
     "IdempotencyLedger",
     "InvalidBackup",
     "LedgerEntry",
@@ -70,15 +60,7 @@ __all__ = [
     "Migration",
     "PlaneFile",
     "RestoreResult",
-    "SchemaMismatch",
-    "SchemaTooNew",
     "SqliteReplayCache",
-    "StorageCorrupt",
-    "StorageError",
-    "StorageFull",
-    "StorageInconsistent",
-    "StorageReadOnly",
-    "StorageUnavailable",
     "TableStats",
     "backup_database",
     "claim_databases",
@@ -99,3 +81,4 @@ __all__ = [
     "translate_errors",
     "verify_plane_file",
 ]
+__all__ += _storage_errors.__all__

@@ -1,0 +1,30 @@
+"""What every storage backend of ratatoskr shares whatever its engine.
+
+``ratatoskr.sqlite`` and ``ratatoskr.postgres`` both raise these errors (each
+maps its driver's exceptions onto them), so a plane, the provider or an operator
+handles a full disk or a schema mismatch alike on either backend, by one class.
+"""
+
+from ratatoskr.storage.errors import (
+    ForeignDatabase,
+    SchemaMismatch,
+    SchemaTooNew,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageInconsistent,
+    StorageReadOnly,
+    StorageUnavailable,
+)
+
+__all__ = [
+    "ForeignDatabase",
+    "SchemaMismatch",
+    "SchemaTooNew",
+    "StorageCorrupt",
+    "StorageError",
+    "StorageFull",
+    "StorageInconsistent",
+    "StorageReadOnly",
+    "StorageUnavailable",
+]
