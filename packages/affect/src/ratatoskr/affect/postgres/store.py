@@ -24,19 +24,17 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from bifrost.affect.protocol import AFFECT_CAPABILITIES
+from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectReads, AffectWrites
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
-    validate_history,
-    validate_key,
-    validate_keys,
-    validate_list,
-    validate_put,
+    HistoryQuery,
+    ListQuery,
+    ValidatedAffect,
 )
-from bifrost.context import DispatchContext
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
 from ratatoskr.postgres.scope import (
@@ -74,7 +72,7 @@ def _view(record_json: Any, revision: Any, recorded_at: Any) -> dict[str, Any]:
     return {**record, "revision": int(revision), "recorded_at": str(recorded_at)}
 
 
-class PostgresAffectStore:
+class PostgresAffectStore(AffectWrites, AffectReads):
     """An affect store over one schema of a PostgreSQL server (see the module docstring)."""
 
     def __init__(
@@ -152,28 +150,13 @@ class PostgresAffectStore:
 
     # -- writes ----------------------------------------------------------------------
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        """Append the next revision of every record's key, atomically and idempotently.
+    def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
+        """``put_many`` after bifrost's validation (``AffectWrites``): the next revision of
+        every record's key, atomically and idempotently.
 
-        Returns ``{"written": N, "replayed": bool}``. Raises InvalidArguments,
-        IdempotencyConflict, RevisionMismatch (first failing key of
-        ``expected_revisions``, in its order); nothing is written on any error.
+        Raises IdempotencyConflict, RevisionMismatch (nothing written on either),
+        StorageError subclasses.
         """
-        request = validate_put(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            max_batch=self.max_batch,
-        )
         # Rows in stored-key order: the order the statement writes and locks them in.
         ordered = sorted(request.items, key=lambda it: to_db(it.key))
         keys = [to_db(it.key) for it in ordered]
@@ -190,17 +173,15 @@ class PostgresAffectStore:
             return revisions_before(written, from_db)
 
         return run_write(
-            self._db, self._ledger, request, actor=ctx.actor, clock=self._clock, perform=perform
+            self._db, self._ledger, request, actor=actor, clock=self._clock, perform=perform
         )
 
-    def delete_many(self, keys: list[str]) -> dict[str, Any]:
-        """Erase the current state and all history of each key, in one transaction.
-
-        Returns ``{"deleted": N}``, N the distinct keys that existed. Raises InvalidArguments.
-        """
-        wanted = sorted({to_db(k) for k in validate_keys(keys, max_batch=self.max_batch)})
+    def perform_delete(self, keys: Sequence[str]) -> int:
+        """Erase the current state and all history of the distinct ``keys``, in one
+        transaction; how many existed."""
+        wanted = sorted(map(to_db, keys))
         if not wanted:
-            return {"deleted": 0}
+            return 0
 
         def delete(cur: Cursor[Any]) -> int:
             # Current rows first: they are what writers lock, in the same key order.
@@ -210,32 +191,20 @@ class PostgresAffectStore:
                 cur.execute(self._delete_history_sql, (present,))
             return len(present)
 
-        return {"deleted": self._db.run(delete, mode="write")}
+        return self._db.run(delete, mode="write")
 
-    # -- reads -----------------------------------------------------------------------
+    # -- reads (validated by bifrost's AffectReads) ----------------------------------
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The current record plus ``revision`` and ``recorded_at``, or None.
+    def perform_get(self, keys: Sequence[str]) -> _Items:
+        """The current records of the distinct ``keys`` that exist, in order."""
+        found = self._fetch(keys) if keys else {}
+        return [found[k] for k in keys if k in found]
 
-        Raises InvalidArguments."""
-        k = validate_key(key)
-        return self._fetch([k]).get(k)
-
-    def get_many(self, keys: list[str]) -> _Items:
-        """Found current records in the order asked, duplicates once. Raises InvalidArguments."""
-        wanted = list(dict.fromkeys(validate_keys(keys, max_batch=self.max_batch)))
-        found = self._fetch(wanted) if wanted else {}
-        return [found[k] for k in wanted if k in found]
-
-    def history(
-        self, key: str, *, limit: int | None = None, before_revision: int | None = None
-    ) -> dict[str, Any]:
-        """Revisions of ``key`` newest first, keyset-paged by ``before_revision``.
-
-        Returns ``{"items", "next_before_revision"}``: the cursor is the oldest
-        revision of the page when older ones exist. Raises InvalidArguments.
-        """
-        q = validate_history(key, limit, before_revision, max_page=self.max_page)
+    def perform_history(self, query: HistoryQuery) -> dict[str, Any]:
+        """Revisions of a key newest first, keyset-paged: ``{"items",
+        "next_before_revision"}``, the cursor the oldest revision of the page when older
+        ones exist."""
+        q = query
         # Revisions are >= 1, so "before" a huge revision means "from the newest".
         before = q.before_revision if q.before_revision is not None else 2**62
         params = (to_db(q.key), before, q.limit + 1)
@@ -244,26 +213,10 @@ class PostgresAffectStore:
         more = len(rows) > q.limit
         return {"items": items, "next_before_revision": items[-1]["revision"] if more else None}
 
-    def list(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        limit: int | None = None,
-        after_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Current records in scope by key ascending, keyset-paged by ``after_key``.
-
-        Returns ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
-        """
-        q = validate_list(
-            scope_all,
-            scope_any,
-            limit,
-            after_key,
-            max_page=self.max_page,
-            max_scope_any=self.max_scope_any,
-        )
+    def perform_list(self, query: ListQuery) -> dict[str, Any]:
+        """Current records in scope by key ascending, keyset-paged: ``{"items",
+        "next_after_key"}``."""
+        q = query
         conjs = conjunctions(q.scope_all, q.scope_any)
         if not conjs:
             return {"items": [], "next_after_key": None}

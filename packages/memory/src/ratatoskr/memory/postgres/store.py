@@ -41,18 +41,15 @@ from typing import Any
 import numpy as np
 from psycopg import Cursor, sql
 
-from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments
 from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.protocol import MemoryReads, MemoryWrites
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
+    SearchQuery,
     ValidatedChunk,
     search_row,
-    validate_id,
-    validate_ids,
-    validate_search,
-    validate_upsert,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
@@ -103,7 +100,7 @@ def rerank_margin(embedding_dim: int) -> float:
     return max(_RERANK_MARGIN, 3 * (embedding_dim + 2) * 2.0**-24)
 
 
-class PostgresMemoryStore:
+class PostgresMemoryStore(MemoryWrites, MemoryReads):
     """A memory store over one schema of a PostgreSQL server (see the module docstring)."""
 
     def __init__(
@@ -207,28 +204,13 @@ class PostgresMemoryStore:
 
     # -- writes ----------------------------------------------------------------------
 
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        """Persist chunks verbatim with their unit vectors, atomically and idempotently.
+    def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
+        """``upsert_many`` after bifrost's validation (``MemoryWrites``): the chunks
+        verbatim with their unit vectors, atomically and idempotently.
 
-        Raises InvalidArguments, IdempotencyConflict, RevisionMismatch (nothing
-        written on any of them), StorageError subclasses.
+        Raises IdempotencyConflict, RevisionMismatch (nothing written on either),
+        StorageError subclasses.
         """
-        request = validate_upsert(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
-        )
         # Everything but the SQL happens before the transaction: it holds row locks.
         vectors, columns = self._columns(request)
 
@@ -237,7 +219,7 @@ class PostgresMemoryStore:
             return revisions_before(cur.fetchall(), from_db)
 
         return run_write(
-            self._db, self._ledger, request, actor=ctx.actor, clock=self._clock, perform=perform
+            self._db, self._ledger, request, actor=actor, clock=self._clock, perform=perform
         )
 
     def _columns(
@@ -259,75 +241,40 @@ class PostgresMemoryStore:
             [f.embedding_f64 for f in forms],
         )
 
-    def delete_many(self, ids: list[str]) -> dict[str, Any]:
-        """Delete chunks (record and vector are one row) in one statement.
-
-        Returns ``{"deleted": N}``, N the distinct ids that existed. Raises InvalidArguments.
-        """
-        wanted = sorted({to_db(i) for i in validate_ids(ids, max_batch=self.max_batch)})
+    def perform_delete(self, ids: Sequence[str]) -> int:
+        """Delete the chunks of the distinct ``ids`` (record and vector are one row) in
+        one statement; how many existed."""
+        wanted = sorted(map(to_db, ids))
         if not wanted:
-            return {"deleted": 0}
+            return 0
 
         def delete(cur: Cursor[Any]) -> int:
             cur.execute(self._delete_sql, (wanted,))
             return cur.rowcount
 
-        return {"deleted": self._db.run(delete)}
+        return self._db.run(delete)
 
-    # -- reads -----------------------------------------------------------------------
+    # -- reads (validated by bifrost's MemoryReads) ----------------------------------
 
-    def get(self, chunk_id: str) -> dict[str, Any] | None:
-        """The record as written plus ``revision``, or None. Raises InvalidArguments."""
-        validate_id(chunk_id, "chunk_id")
-        hit = self._fetch([chunk_id]).get(chunk_id)
-        return None if hit is None else {**hit.record(), "revision": hit.revision}
+    def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of the distinct ``ids`` that exist, plus ``revision``, in order."""
+        found = self._fetch(ids) if ids else {}
+        return [{**found[i].record(), "revision": found[i].revision} for i in ids if i in found]
 
-    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
-        """Found records in the order asked, duplicates once. Raises InvalidArguments."""
-        wanted = list(dict.fromkeys(validate_ids(ids, max_batch=self.max_batch)))
-        found = self._fetch(wanted) if wanted else {}
-        return [{**found[i].record(), "revision": found[i].revision} for i in wanted if i in found]
-
-    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
-        """``{id: scope}`` of the ids that exist (bifrost's ``ScopeLookup``), read from the
-        scope columns without touching any record. Raises InvalidArguments."""
-        wanted = validate_ids(ids, max_batch=self.max_batch)
-        if not wanted:
+    def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """``{id: scope}`` of the distinct ``ids`` that exist, read from the scope
+        columns without touching any record."""
+        if not ids:
             return {}
-        keys = list(dict.fromkeys(map(to_db, wanted)))
+        keys = [to_db(i) for i in ids]
         rows = self._db.run(
             lambda cur: cur.execute(self._scopes_sql, (keys,), binary=True).fetchall()
         )
         return {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
 
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: Any = None,
-    ) -> list[dict[str, Any]]:
-        """The exact top_k in-scope chunks by cosine, best first, ties by chunk_id.
-
-        Raises InvalidArguments / InvalidFilter, StorageError subclasses.
-        ``fidelity_target`` is ignored: search is always exact.
-        """
-        del fidelity_target
-        query = validate_search(
-            vector,
-            top_k,
-            scope_all,
-            scope_any,
-            metadata_filter,
-            include,
-            embedding_dim=self.embedding_dim,
-            max_top_k=self.max_top_k,
-            max_scope_any=self.max_scope_any,
-        )
+    def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
+        """The exact top_k in-scope chunks by cosine, best first, ties by chunk_id
+        (see the module docstring). Raises StorageError subclasses."""
         conjs = conjunctions(query.scope_all, query.scope_any)
         if not conjs:
             return []
