@@ -52,6 +52,8 @@ _LAYOUT_AXES = ("tenant", "group", "agent_self", "end_user")
 # call per run (each call costs a few microseconds).
 _MAX_RUNS = 48
 _MIN_SEGMENT = 4
+# Up to this many rows in one run, stage 2 alone is cheaper than both stages.
+_DIRECT_ROWS = 256
 
 F64 = npt.NDArray[np.float64]
 _NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
@@ -518,11 +520,38 @@ class VectorIndex:
             dots = quantized.int_dots(query.codes, self._codes[rows])
         return rows, dots * (query.scale * self._scale[rows])
 
+    def _direct(self, code: quantized.QueryCode, k: int, start: int, stop: int) -> list[Candidate]:
+        """Stage 2 alone over one small contiguous run (its bound holds for any rows):
+        fewer calls than two stages when the run is a few hundred rows."""
+        v = quantized.dequantize(
+            self._codes[start:stop],
+            self._scale[start:stop],
+            self._resid[start:stop],
+            self._scale2[start:stop],
+        )
+        scores = v @ code.exact
+        count = stop - start
+        if count > k:
+            b2 = quantized.bound2(code, self._err2_max, self.dim)
+            kth = float(np.partition(scores, count - k)[count - k])
+            keep = np.flatnonzero(scores >= kth - 2.0 * b2)
+        else:
+            keep = np.arange(count)
+        order = keep[np.argsort(-scores[keep])]
+        ids = self._ids
+        return [
+            Candidate(str(ids[start + j]), s)
+            for j, s in zip(order.tolist(), scores[order].tolist(), strict=True)
+        ]
+
     def nearest(self, query: Vector, k: int, classes: set[int] | None) -> list[Candidate]:
         """Every row that may be in the exact top ``k`` of the selected classes (all
         classes when None): a superset of the true top k and its ties, best first by
         an approximate score (see :mod:`ratatoskr.memory.quantized`)."""
         code = quantized.encode_query(query)
+        runs, gathered = self._selection(classes)
+        if len(runs) == 1 and gathered is None and runs[0][1] - runs[0][0] <= _DIRECT_ROWS:
+            return self._direct(code, k, *runs[0])
         rows, scores = self._stage1(code, classes)
         count = rows.size
         if count > k:
