@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from bifrost.affect.protocol import AffectDataStore, AffectReads
+from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectDataStore, AffectReads
 from bifrost.affect.validation import HistoryQuery, ListQuery
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.errors import InvalidArguments
+from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.protocol import MemoryReads, ScopeLookup
 from bifrost.memory.validation import SearchQuery
 from bifrost.records import distinct_ids
@@ -158,3 +159,11 @@ def test_the_reference_stores_satisfy_the_protocols_through_the_mixins() -> None
     assert isinstance(InMemoryMemoryStore(2), MemoryReads)
     affect = InMemoryAffectStore()
     assert isinstance(affect, AffectReads) and isinstance(affect, AffectDataStore)
+
+
+def test_describe_store_is_the_plane_s_capability_dict_each_time_a_fresh_copy() -> None:
+    assert Memory().describe_store() == StoreCapabilities().to_dict()
+    described = Affect().describe_store()
+    assert described == AFFECT_CAPABILITIES
+    described["filterable_metadata_fields"].append("x")
+    assert Affect().describe_store() == AFFECT_CAPABILITIES

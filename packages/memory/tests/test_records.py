@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bifrost.context import DispatchContext
 from bifrost.envelope import decode_json
 from bifrost.errors import InvalidArguments
-from bifrost.memory.validation import validate_embedding
+from bifrost.memory.validation import validate_embedding, validate_search
 from ratatoskr.memory import RatatoskrMemoryStore, records
 from ratatoskr.memory.records import StoredChunk, unit_float64
 
@@ -214,3 +214,30 @@ def test_exact_scores_are_the_cosines_of_the_unit_rows() -> None:
     raw = [np.array([2.0, 0.0]), np.array([0.0, 5.0]), np.array([-1e300, 0.0])]
     assert records.exact_scores(raw, query).tolist() == [1.0, 0.0, -1.0]
     assert records.exact_scores([], query).shape == (0,)
+
+
+def test_search_rows_rank_best_first_ties_by_id_and_cut_at_top_k() -> None:
+    def stored(cid: str, emb: list[float], **extra: Any) -> StoredChunk:
+        form = records.stored_form({"id": cid, "embedding": emb, "scope": {}, **extra})
+        return StoredChunk(form.record_json, form.embedding_key, form.embedding_f64, 2)
+
+    found = {
+        "c": stored("c", [1.0, 0.0]),
+        "b": stored("b", [2.0, 0.0], vector="opaque"),
+        "a": stored("a", [0.0, 1.0]),
+    }
+    query = validate_search([1.0, 0.0], 2, None, None, None, None, embedding_dim=2, max_top_k=5)
+    rows = records.search_rows(found, unit_float64(query.vector), query)
+    assert [(r["chunk_id"], r["score"], r["revision"]) for r in rows] == [
+        ("b", 1.0, 2),
+        ("c", 1.0, 2),
+    ]
+    assert rows[0]["chunk"]["embedding"] == [2.0, 0.0]
+    bare = validate_search(
+        [0.0, 1.0], 5, None, None, None, {"embedding": False}, embedding_dim=2, max_top_k=5
+    )
+    rows = records.search_rows(found, unit_float64(bare.vector), bare)
+    assert [r["chunk_id"] for r in rows] == ["a", "b", "c"]
+    # Without its embedding the record keeps an opaque ``vector`` field.
+    assert rows[1]["chunk"] == {"id": "b", "scope": {}, "vector": "opaque"}
+    assert records.search_rows({}, unit_float64(bare.vector), bare) == []

@@ -12,7 +12,10 @@ import pytest
 
 from bifrost.context import DispatchContext
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
-from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+from bifrost.memory.validation import DEFAULT_MAX_BATCH, DEFAULT_MAX_TOP_K
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from ratatoskr.memory import MemoryLimits, RatatoskrMemoryStore, open_memory_store
+from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
 from ratatoskr.memory.schema import migrations
 from ratatoskr.sqlite import SchemaMismatch
 
@@ -329,3 +332,29 @@ def test_ttl_expiry_allows_key_reuse(db_file: str, ctx: DispatchContext) -> None
     assert got is not None
     assert got["revision"] == 2
     s.close()
+
+
+def test_memory_limits_are_checked_once_when_made(store: RatatoskrMemoryStore) -> None:
+    assert store.limits == MemoryLimits(
+        DIM,
+        DEFAULT_MAX_BATCH,
+        DEFAULT_MAX_TOP_K,
+        DEFAULT_MAX_SCOPE_ANY,
+        DEFAULT_TOMBSTONE_RETENTION,
+    )
+    assert (store.embedding_dim, store.max_batch, store.tombstone_retention) == (
+        DIM,
+        DEFAULT_MAX_BATCH,
+        DEFAULT_TOMBSTONE_RETENTION,
+    )
+    for name, bad in (("embedding_dim", 0), ("max_scope_any", True), ("tombstone_retention", -1)):
+        fields = {
+            "embedding_dim": DIM,
+            "max_batch": 1,
+            "max_top_k": 1,
+            "max_scope_any": 1,
+            "tombstone_retention": 1,
+            name: bad,
+        }
+        with pytest.raises(InvalidArguments, match=f"{name} must be a positive integer"):
+            MemoryLimits(**fields)

@@ -16,7 +16,6 @@ or none of it, and a crash never leaves part of a batch.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -25,7 +24,6 @@ from typing import Any
 import apsw
 
 from bifrost.affect.protocol import (
-    AFFECT_CAPABILITIES,
     AffectReads,
     AffectWrites,
     affect_health,
@@ -85,10 +83,6 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         self._clock = clock
 
     # -- descriptors -----------------------------------------------------------------
-
-    def describe_store(self) -> dict[str, Any]:
-        """Exactly the affect capability dict of the spec."""
-        return copy.deepcopy(AFFECT_CAPABILITIES)
 
     def health(self) -> dict[str, Any]:
         """Static facts plus a round trip to the database; never counts of data.

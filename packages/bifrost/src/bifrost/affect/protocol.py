@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import copy
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -138,10 +139,10 @@ class AffectWrites(abc.ABC):
 
 
 class AffectReads(abc.ABC):
-    """``get``, ``get_many``, ``history``, ``list`` and ``delete_many`` for a store
-    class, once: the protocol's signatures and the validation (with the store's
-    ``max_batch``, ``max_page`` and ``max_scope_any``), then one ``perform_*`` of the
-    store that receives only validated arguments: a
+    """``describe_store``, ``get``, ``get_many``, ``history``, ``list`` and
+    ``delete_many`` for a store class, once: the protocol's signatures and the
+    validation (with the store's ``max_batch``, ``max_page`` and ``max_scope_any``),
+    then one ``perform_*`` of the store that receives only validated arguments: a
     :class:`~bifrost.affect.validation.HistoryQuery` or
     :class:`~bifrost.affect.validation.ListQuery`, or distinct keys in the order asked.
     """
@@ -149,6 +150,10 @@ class AffectReads(abc.ABC):
     max_batch: int
     max_page: int
     max_scope_any: int
+
+    def describe_store(self) -> dict[str, Any]:
+        """Exactly :data:`AFFECT_CAPABILITIES` (a fresh copy)."""
+        return copy.deepcopy(AFFECT_CAPABILITIES)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The current record plus ``revision`` and ``recorded_at``, or None.

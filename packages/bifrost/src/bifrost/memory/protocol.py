@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from bifrost.context import DispatchContext
+from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     SearchQuery,
     ValidatedChunk,
@@ -137,18 +138,22 @@ class MemoryWrites(abc.ABC):
 
 
 class MemoryReads(abc.ABC):
-    """``search``, ``get``, ``get_many``, ``scopes_of`` and ``delete_many`` for a store
-    class, once: the protocol's signatures and the validation (with the store's
-    ``embedding_dim``, ``max_batch``, ``max_top_k`` and ``max_scope_any``), then one
-    ``perform_*`` of the store that receives only validated arguments: a
-    :class:`~bifrost.memory.validation.SearchQuery`, or distinct ids in the order
-    asked.
+    """``describe_store``, ``search``, ``get``, ``get_many``, ``scopes_of`` and
+    ``delete_many`` for a store class, once: the protocol's signatures and the
+    validation (with the store's ``embedding_dim``, ``max_batch``, ``max_top_k`` and
+    ``max_scope_any``), then one ``perform_*`` of the store that receives only
+    validated arguments: a :class:`~bifrost.memory.validation.SearchQuery`, or
+    distinct ids in the order asked.
     """
 
     embedding_dim: int
     max_batch: int
     max_top_k: int
     max_scope_any: int
+
+    def describe_store(self) -> dict[str, Any]:
+        """Exactly the v1 capability dict (INV-006)."""
+        return StoreCapabilities().to_dict()
 
     def search(
         self,

@@ -18,6 +18,9 @@ back an object equal to the record written, with the same JSON types):
 codec: formatting and parsing floats with the standard library were the two
 slowest steps of a write and of a search.
 
+Search results are ranked and rendered here too, once for every memory backend
+(:func:`search_rows`): a backend finds the candidates, these give its answer.
+
 Unit vectors are made here, once, for every memory backend (:func:`unit_rows`,
 and :func:`unit_float64` / :func:`unit_float32_rows` on top of it): what vec0,
 pgvector and the in-process index hold, the query a search scores with, and the
@@ -27,7 +30,7 @@ exact float64 re-rank all scale and normalise the same way.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bifrost.idempotency import canonical_json, json_loads_exact
-from bifrost.memory.validation import embedding_field
+from bifrost.memory.validation import SearchQuery, embedding_field, search_row
 
 # Little-endian whatever the host, so a file moves between machines unchanged.
 _F64 = np.dtype("<f8")
@@ -166,3 +169,27 @@ def exact_scores(
     m = unit_rows(np.stack(raw))
     scores: npt.NDArray[np.float64] = np.clip(np.sum(m * exact_query, axis=1), -1.0, 1.0)
     return scores
+
+
+def search_rows(
+    found: Mapping[str, StoredChunk],
+    exact_query: npt.NDArray[np.float64],
+    query: SearchQuery,
+) -> list[dict[str, Any]]:
+    """The rows of ``query`` from its candidates ``found`` (id → stored chunk): scored in
+    float64 with :func:`exact_scores` against the unit ``exact_query``, best first with
+    ties by chunk_id, the first ``top_k`` as bifrost's ``search_row``."""
+    ids = list(found)
+    scores = exact_scores([found[cid].vector() for cid in ids], exact_query)
+    ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
+    rows: list[dict[str, Any]] = []
+    for neg, cid in ranked:
+        hit = found[cid]
+        if query.include_embedding:
+            rows.append(search_row(hit.record(), cid, -neg, hit.revision, True))
+        else:
+            # Dropped here, not by search_row: without its embedding the record may
+            # still hold a ``vector`` field (opaque when ``embedding`` was the
+            # embedding), which search_row would then take for the embedding.
+            rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
+    return rows

@@ -31,14 +31,12 @@ import numpy as np
 import numpy.typing as npt
 
 from bifrost.errors import InvalidArguments
-from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
     SearchQuery,
     ValidatedChunk,
-    search_row,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, begin_write, check_revisions
@@ -77,38 +75,44 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class MemoryLimits:
+    """What a memory store is opened with, checked once, when made: ``embedding_dim``,
+    ``max_scope_any`` and ``tombstone_retention`` must be positive integers (else
+    InvalidArguments); see :func:`open_memory_store` for each."""
+
+    embedding_dim: int
+    max_batch: int
+    max_top_k: int
+    max_scope_any: int
+    tombstone_retention: int
+
+    def __post_init__(self) -> None:
+        _positive("embedding_dim", self.embedding_dim)
+        _positive("max_scope_any", self.max_scope_any)
+        _positive("tombstone_retention", self.tombstone_retention)
+
+
 class SqliteMemoryStore(MemoryWrites, MemoryReads):
     """A memory store over one SQLite database file (or ``":memory:"``)."""
 
     def __init__(
-        self,
-        db: Database,
-        *,
-        embedding_dim: int,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_top_k: int = DEFAULT_MAX_TOP_K,
-        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-        tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
-        clock: Callable[[], float] = time.time,
+        self, db: Database, limits: MemoryLimits, *, clock: Callable[[], float] = time.time
     ) -> None:
-        """Raises InvalidArguments for a limit that is not a positive integer."""
         self._db = db
-        self.embedding_dim = embedding_dim
-        self.max_batch = max_batch
-        self.max_top_k = max_top_k
-        self.max_scope_any = _positive("max_scope_any", max_scope_any)
+        self.limits = limits
+        self.embedding_dim = limits.embedding_dim
+        self.max_batch = limits.max_batch
+        self.max_top_k = limits.max_top_k
+        self.max_scope_any = limits.max_scope_any
         # Change-counter values whose tombstones are kept (see changes.py).
-        self.tombstone_retention = _positive("tombstone_retention", tombstone_retention)
+        self.tombstone_retention = limits.tombstone_retention
         self._clock = clock
-        self._sync = SyncedIndex(embedding_dim)
+        self._sync = SyncedIndex(limits.embedding_dim)
         with self._db.read() as conn:
             self._sync.load(conn)
 
     # -- descriptors -----------------------------------------------------------------
-
-    def describe_store(self) -> dict[str, Any]:
-        """Exactly the v1 capability dict (INV-006)."""
-        return StoreCapabilities().to_dict()
 
     def health(self) -> dict[str, Any]:
         """Static facts plus a round trip to the database; never counts of data."""
@@ -266,20 +270,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             break
         else:
             raise StorageUnavailable("the index could not catch up with concurrent writes")
-        ids = list(found)
-        scores = stored_records.exact_scores([found[cid].vector() for cid in ids], exact_query)
-        ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
-        rows: list[dict[str, Any]] = []
-        for neg, cid in ranked:
-            hit = found[cid]
-            if query.include_embedding:
-                rows.append(search_row(hit.record(), cid, -neg, hit.revision, True))
-            else:
-                # Dropped here, not by search_row: without its embedding the record
-                # may still hold a ``vector`` field (opaque when ``embedding`` was the
-                # embedding), which search_row would then take for the embedding.
-                rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
-        return rows
+        return stored_records.search_rows(found, exact_query, query)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -369,9 +360,7 @@ def open_memory_store(
     opened); SchemaMismatch (naming both dimensions, file untouched) when the file was
     created with another dimension; StorageError subclasses for unusable files.
     """
-    _positive("embedding_dim", embedding_dim)
-    _positive("max_scope_any", max_scope_any)
-    _positive("tombstone_retention", tombstone_retention)
+    limits = MemoryLimits(embedding_dim, max_batch, max_top_k, max_scope_any, tombstone_retention)
     opts = dataclasses.replace(
         options or ConnectionOptions(),
         # Searches never scan SQLite (the index is in memory) and read a few rows
@@ -388,15 +377,7 @@ def open_memory_store(
         options=opts,
     )
     try:
-        return SqliteMemoryStore(
-            db,
-            embedding_dim=embedding_dim,
-            max_batch=max_batch,
-            max_top_k=max_top_k,
-            max_scope_any=max_scope_any,
-            tombstone_retention=tombstone_retention,
-            clock=clock,
-        )
+        return SqliteMemoryStore(db, limits, clock=clock)
     except BaseException:
         db.close()
         raise

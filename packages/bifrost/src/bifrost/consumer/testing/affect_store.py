@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bifrost.affect.protocol import (
-    AFFECT_CAPABILITIES,
     AffectReads,
     AffectWrites,
     affect_health,
@@ -71,9 +70,6 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
         self._lock = threading.RLock()
         self._keys: dict[str, list[_Rev]] = {}  # oldest first
         self._ledger = DictLedger()
-
-    def describe_store(self) -> dict[str, Any]:
-        return copy.deepcopy(AFFECT_CAPABILITIES)
 
     def health(self) -> dict[str, Any]:
         return affect_health(max_batch=self.max_batch, max_page=self.max_page)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from bifrost.consumer.testing._ledger import DictLedger
-from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
@@ -62,9 +61,6 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         self._lock = threading.RLock()
         self._chunks: dict[str, _Chunk] = {}
         self._ledger = DictLedger()
-
-    def describe_store(self) -> dict[str, Any]:
-        return StoreCapabilities().to_dict()
 
     def health(self) -> dict[str, Any]:
         return memory_health(
