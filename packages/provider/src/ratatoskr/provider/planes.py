@@ -29,7 +29,6 @@ from ratatoskr.provider.settings import (
 )
 from ratatoskr.sqlite import (
     MEMORY_PATH,
-    SchemaMismatch,
     SqliteReplayCache,
     StorageError,
     inspect_database,
@@ -212,7 +211,7 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
 
     try:
         pool = pg.open_pool(dsn, pg.PoolOptions(min_size=1, max_size=1, connect_timeout=5))
-    except pg.StorageError as exc:
+    except StorageError as exc:
         report.problems.append(f"{setting}: {shown}: {exc.message}")
         return report
     except Exception as exc:  # a malformed DSN: the driver's message may quote it
@@ -222,7 +221,7 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
         with pool.connection() as conn, conn.cursor() as cur:
             look(cur)
     except Exception as exc:  # the driver's messages may quote the DSN
-        message = exc.message if isinstance(exc, pg.StorageError) else type(exc).__name__
+        message = exc.message if isinstance(exc, StorageError) else type(exc).__name__
         report.problems.append(f"{setting}: {shown}: {message}")
     finally:
         pool.close()
@@ -272,7 +271,7 @@ def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
     try:
         for plane in planes:
             opened.served[plane] = _open(settings, entry(plane), opened)
-    except (SchemaMismatch, pg.SchemaMismatch, StorageError, pg.StorageError) as exc:
+    except StorageError as exc:  # either backend's: one hierarchy (ratatoskr.storage)
         opened.close()
         raise ConfigError(f"{db_setting(plane)}: {exc.message}") from None
     except BaseException:

@@ -5,26 +5,8 @@ maps its driver's exceptions onto them), so a plane, the provider or an operator
 handles a full disk or a schema mismatch alike on either backend, by one class.
 """
 
-from ratatoskr.storage.errors import (
-    ForeignDatabase,
-    SchemaMismatch,
-    SchemaTooNew,
-    StorageCorrupt,
-    StorageError,
-    StorageFull,
-    StorageInconsistent,
-    StorageReadOnly,
-    StorageUnavailable,
-)
+from ratatoskr.storage import errors
+from ratatoskr.storage.errors import *  # noqa: F403  (its __all__, re-exported below)
 
-__all__ = [
-    "ForeignDatabase",
-    "SchemaMismatch",
-    "SchemaTooNew",
-    "StorageCorrupt",
-    "StorageError",
-    "StorageFull",
-    "StorageInconsistent",
-    "StorageReadOnly",
-    "StorageUnavailable",
-]
+__all__: list[str] = []
+__all__ += errors.__all__
