@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +30,25 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def run_concurrently(work: Callable[[int], None], workers: int = 4) -> list[BaseException]:
+    """Run ``work(0)`` … ``work(workers - 1)`` each in a thread of its own, all at once;
+    the exceptions they raised (none, for a store that is thread-safe)."""
+    errors: list[BaseException] = []
+
+    def run(t: int) -> None:
+        try:
+            work(t)
+        except BaseException as exc:  # pragma: no cover - reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return errors
 
 
 def ctx(actor: str = "agent-a", scope: dict[str, str] | None = None, **kw: Any) -> DispatchContext:

@@ -15,7 +15,6 @@ A real store's test module subclasses it and provides ``make_store``::
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -31,6 +30,7 @@ from bifrost.consumer.testing.conformance._helpers import (
     affect_snapshot,
     ctx,
     rejects,
+    run_concurrently,
 )
 from bifrost.consumer.testing.conformance.parity import run_parity
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
@@ -406,21 +406,11 @@ class AffectStoreConformance:
         assert len(store.history("k1")["items"]) == 1
 
     def test_concurrent_puts(self, store: AffectDataStore) -> None:
-        errors: list[BaseException] = []
-
         def work(t: int) -> None:
-            try:
-                for i in range(20):
-                    put(store, [rec("shared", v=i), rec(f"t{t}-{i}")], f"{t}-{i}")
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+            for i in range(20):
+                put(store, [rec("shared", v=i), rec(f"t{t}-{i}")], f"{t}-{i}")
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        assert errors == []
+        assert run_concurrently(work) == []
         got = store.get("shared")
         assert got is not None
         assert got["revision"] == 80

@@ -3,7 +3,6 @@ basic_upsert, replay, conflict, optimistic_lock, injection_rule)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from bifrost.consumer.testing.conformance._helpers import (
     ctx,
     memory_snapshot,
     rejects,
+    run_concurrently,
 )
 from bifrost.consumer.testing.conformance.memory_base import (
     CTX,
@@ -344,25 +344,15 @@ class MemoryUpsertTests(MemoryKitBase):
         assert again["meta"] == {"x": 1}
 
     def test_concurrent_upserts(self, store: MemoryDataStore) -> None:
-        errors: list[BaseException] = []
-
         def work(t: int) -> None:
-            try:
-                for i in range(20):
-                    up(
-                        store,
-                        [chunk("shared", basis(i), {}), chunk(f"t{t}-{i}", basis(t), {})],
-                        f"{t}-{i}",
-                    )
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+            for i in range(20):
+                up(
+                    store,
+                    [chunk("shared", basis(i), {}), chunk(f"t{t}-{i}", basis(t), {})],
+                    f"{t}-{i}",
+                )
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        assert errors == []
+        assert run_concurrently(work) == []
         got = store.get("shared")
         assert got is not None
         assert got["revision"] == 80
