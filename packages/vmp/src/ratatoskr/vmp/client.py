@@ -15,7 +15,6 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from types import TracebackType
 from typing import IO, Any, Self, TypedDict, cast
 
 import httpx
@@ -109,12 +108,7 @@ class VmpClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- vector operations ----------------------------------------------------
