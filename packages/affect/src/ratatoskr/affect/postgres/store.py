@@ -16,7 +16,6 @@ one snapshot; pages are keyset pages (never offsets).
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -24,7 +23,7 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectReads, AffectWrites
+from bifrost.affect.protocol import AffectReads, AffectWrites
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -131,10 +130,6 @@ class PostgresAffectStore(AffectWrites, AffectReads):
         self._delete_history_sql = sql.SQL("DELETE FROM {t} WHERE key = ANY(%b)").format(t=hist_t)
 
     # -- descriptors -----------------------------------------------------------------
-
-    def describe_store(self) -> dict[str, Any]:
-        """Exactly the affect capability dict of the spec."""
-        return copy.deepcopy(AFFECT_CAPABILITIES)
 
     def health(self) -> dict[str, Any]:
         """Static facts plus a round trip to the server; never counts of data.

@@ -42,21 +42,19 @@ import numpy as np
 from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
-from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.protocol import MemoryReads, MemoryWrites
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_TOP_K,
     SearchQuery,
     ValidatedChunk,
-    search_row,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.records import (
     StoredChunk,
-    exact_scores,
+    search_rows,
     stored_form,
     unit_float32_rows,
     unit_float64,
@@ -184,10 +182,6 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
 
     # -- descriptors -----------------------------------------------------------------
 
-    def describe_store(self) -> dict[str, Any]:
-        """Exactly the v1 capability dict (INV-006)."""
-        return StoreCapabilities().to_dict()
-
     def health(self) -> dict[str, Any]:
         """Static facts plus a round trip to the server; never counts of data.
 
@@ -297,19 +291,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
             )
             for cid, rj, key, blob, rev in fetched
         }
-        ids = list(found)
-        scores = exact_scores([found[cid].vector() for cid in ids], exact_query)
-        ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
-        rows: list[dict[str, Any]] = []
-        for neg, cid in ranked:
-            hit = found[cid]
-            if query.include_embedding:
-                rows.append(search_row(hit.record(), cid, -neg, hit.revision, True))
-            else:
-                # As in the SQLite store: dropped here, since without its embedding a
-                # record may hold an opaque ``vector`` field search_row would drop.
-                rows.append(search_row(hit.without_embedding(), cid, -neg, hit.revision, True))
-        return rows
+        return search_rows(found, exact_query, query)
 
     @staticmethod
     def _split(conjs: Sequence[dict[str, str]]) -> bool:
