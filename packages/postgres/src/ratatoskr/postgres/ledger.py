@@ -26,54 +26,20 @@ conformance kit drives expiry with a manual clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from psycopg import Cursor, sql
 
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 from ratatoskr.storage.errors import StorageCorrupt
+from ratatoskr.storage.ledger import PRUNE_PER_WRITE, LedgerEntry, LedgerTransaction
 
 __all__ = ["PRUNE_PER_WRITE", "LedgerEntry", "LedgerTransaction", "PostgresLedger"]
 
-# Expired entries dropped per write: more than the one entry a write adds, so a
-# backlog drains, at the cost of one bounded range delete on the expiry index.
-PRUNE_PER_WRITE = 64
 # A claim can find an entry that another process's clock already saw as expired
 # and pruned before this one could read it; it then claims again.
 _CLAIM_ATTEMPTS = 5
 _NEVER = float("inf")
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    digest: str
-    result: Any
-    expires_at: float
-
-
-class LedgerTransaction:
-    """:class:`PostgresLedger` inside the write transaction of ``cursor``."""
-
-    __slots__ = ("cursor", "ledger")
-
-    def __init__(self, ledger: PostgresLedger, cursor: Cursor[Any]) -> None:
-        self.ledger = ledger
-        self.cursor = cursor
-
-    def lookup(self, idempotency_id: str, *, now: float) -> LedgerEntry | None:
-        """:meth:`PostgresLedger.lookup` in this transaction."""
-        return self.ledger.lookup(self.cursor, idempotency_id, now=now)
-
-    def record(self, idempotency_id: str, *, digest: str, result: Any, expires_at: float) -> None:
-        """:meth:`PostgresLedger.record` in this transaction."""
-        self.ledger.record(
-            self.cursor, idempotency_id, digest=digest, result=result, expires_at=expires_at
-        )
-
-    def prune(self, *, now: float, limit: int = PRUNE_PER_WRITE) -> int:
-        """:meth:`PostgresLedger.prune` in this transaction."""
-        return self.ledger.prune(self.cursor, now=now, limit=limit)
 
 
 class PostgresLedger:
@@ -117,7 +83,7 @@ class PostgresLedger:
             " CREATE INDEX {i} ON {t} (expires_at);"
         ).format(t=self.table, i=sql.Identifier(self._index_name))
 
-    def within(self, cursor: Cursor[Any]) -> LedgerTransaction:
+    def within(self, cursor: Cursor[Any]) -> LedgerTransaction[Cursor[Any]]:
         """This ledger inside the write transaction of ``cursor`` (bifrost's ``Ledger``)."""
         return LedgerTransaction(self, cursor)
 

@@ -21,49 +21,16 @@ ledger has too, so every store runs the same write path
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
 from ratatoskr.sqlite import codec
+from ratatoskr.storage.ledger import PRUNE_PER_WRITE, LedgerEntry, LedgerTransaction
+
+__all__ = ["PRUNE_PER_WRITE", "IdempotencyLedger", "LedgerEntry", "LedgerTransaction"]
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
-# Expired entries dropped per write: more than the one entry a write adds, so a
-# backlog (an upgraded file, a burst of calls whose TTLs end together) drains, at the
-# cost of one bounded range delete on the expiry index per call.
-PRUNE_PER_WRITE = 64
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    digest: str
-    result: Any
-    expires_at: float
-
-
-class LedgerTransaction:
-    """:class:`IdempotencyLedger` inside the write transaction of ``conn``."""
-
-    __slots__ = ("conn", "ledger")
-
-    def __init__(self, ledger: IdempotencyLedger, conn: apsw.Connection) -> None:
-        self.ledger = ledger
-        self.conn = conn
-
-    def lookup(self, idempotency_id: str, *, now: float) -> LedgerEntry | None:
-        """:meth:`IdempotencyLedger.lookup` in this transaction."""
-        return self.ledger.lookup(self.conn, idempotency_id, now=now)
-
-    def record(self, idempotency_id: str, *, digest: str, result: Any, expires_at: float) -> None:
-        """:meth:`IdempotencyLedger.record` in this transaction."""
-        self.ledger.record(
-            self.conn, idempotency_id, digest=digest, result=result, expires_at=expires_at
-        )
-
-    def prune(self, *, now: float, limit: int = PRUNE_PER_WRITE) -> int:
-        """:meth:`IdempotencyLedger.prune` in this transaction."""
-        return self.ledger.prune(self.conn, now=now, limit=limit)
 
 
 class IdempotencyLedger:
@@ -90,7 +57,7 @@ class IdempotencyLedger:
         that adds it to a ledger created without it."""
         return f"CREATE INDEX IF NOT EXISTS {self.table}_expiry ON {self.table}(expires_at);"
 
-    def within(self, conn: apsw.Connection) -> LedgerTransaction:
+    def within(self, conn: apsw.Connection) -> LedgerTransaction[apsw.Connection]:
         """This ledger inside the write transaction of ``conn`` (see the module docstring)."""
         return LedgerTransaction(self, conn)
 
