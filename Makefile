@@ -67,11 +67,15 @@ $(PEERS)/.installed: benchmarks/requirements-peers.txt
 	$(PEERS)/bin/python -m pip install --quiet --disable-pip-version-check -r benchmarks/requirements-peers.txt
 	touch $@
 
+# The PostgreSQL contender (our store on a throwaway pgvector server, beside the SQLite
+# store) and LangGraph's PostgresStore as its peer; report in benchmarks/results/.
 bench: bench-deps $(PEERS)/.installed
 	$(BENCH_BIN)/python benchmarks/compare.py --profile quick --peer-python $(PEERS)/bin/python --update-readme
+	$(BENCH_BIN)/python benchmarks/postgres_bench.py --n 100000 --peer-python $(PEERS)/bin/python --out benchmarks/results/postgres-quick.md
 
 bench-full: bench-deps $(PEERS)/.installed
 	$(BENCH_BIN)/python benchmarks/compare.py --profile full --peer-python $(PEERS)/bin/python --update-readme
+	$(BENCH_BIN)/python benchmarks/postgres_bench.py --n 1000000 --peer-python $(PEERS)/bin/python --out benchmarks/results/postgres-full.md
 
 clean:
 	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache $(BENCH_VENV) $(PEERS)
