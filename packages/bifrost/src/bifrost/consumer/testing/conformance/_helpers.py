@@ -8,12 +8,12 @@ import math
 import random
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from bifrost.context import DispatchContext
-from bifrost.errors import BifrostError
+from bifrost.errors import BifrostError, IdempotencyConflict
 
 DIM = 8
 T0 = 1_750_000_000.0
@@ -30,6 +30,38 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+_P = TypeVar("_P")
+
+IDEMPOTENCY_TTLS: list[tuple[str | None, int]] = [
+    (None, 86400),
+    ("default", 86400),
+    ("ephemeral", 900),
+    ("durable", 604800),
+]
+"""Each idempotency class and the seconds its ledger entry lives, as the wire spec says."""
+
+
+def ledger_lifetime(
+    write: Callable[[_P], Any],
+    clock: ManualClock,
+    ttl: int,
+    *,
+    first: _P,
+    other: _P,
+    after: _P,
+) -> None:
+    """One key's ledger entry over its ``ttl`` (``write(payload)`` writes under that key):
+    a second before it ends the ``first`` payload replays and an ``other`` one
+    conflicts; a second after, the entry counts as absent and ``after`` is a first call."""
+    write(first)
+    clock.advance(ttl - 1)
+    assert write(first)["replayed"] is True
+    with pytest.raises(IdempotencyConflict):
+        write(other)
+    clock.advance(2)  # expired: the entry counts as absent
+    assert write(after)["replayed"] is False
 
 
 def run_concurrently(work: Callable[[int], None], workers: int = 4) -> list[BaseException]:

@@ -25,10 +25,12 @@ from bifrost.affect.dispatch import dispatch_affect_call
 from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectDataStore
 from bifrost.consumer.testing.affect_store import InMemoryAffectStore
 from bifrost.consumer.testing.conformance._helpers import (
+    IDEMPOTENCY_TTLS,
     T0,
     ManualClock,
     affect_snapshot,
     ctx,
+    ledger_lifetime,
     rejects,
     run_concurrently,
 )
@@ -213,21 +215,17 @@ class AffectStoreConformance:
         assert got is not None
         assert got["revision"] == 2
 
-    @pytest.mark.parametrize(
-        ("cls", "ttl"), [(None, 86400), ("default", 86400), ("ephemeral", 900), ("durable", 604800)]
-    )
+    @pytest.mark.parametrize(("cls", "ttl"), IDEMPOTENCY_TTLS)
     def test_idempotency_ttl(
         self, make_store: AffectStoreFactory, cls: str | None, ttl: int
     ) -> None:
         clock = ManualClock()
         s = make_store(clock=clock)
-        put(s, [rec("t", v=1)], "k", idempotency_class=cls)
-        clock.advance(ttl - 1)
-        assert put(s, [rec("t", v=1)], "k", idempotency_class=cls)["replayed"] is True
-        with pytest.raises(IdempotencyConflict):
-            put(s, [rec("t", v=2)], "k", idempotency_class=cls)
-        clock.advance(2)
-        assert put(s, [rec("t", v=2)], "k", idempotency_class=cls)["replayed"] is False
+
+        def write(v: int) -> Any:
+            return put(s, [rec("t", v=v)], "k", idempotency_class=cls)
+
+        ledger_lifetime(write, clock, ttl, first=1, other=2, after=2)
         got = s.get("t")
         assert got is not None
         assert (got["revision"], got["v"]) == (2, 2)

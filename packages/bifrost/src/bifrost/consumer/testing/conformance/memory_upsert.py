@@ -9,10 +9,12 @@ import pytest
 
 from bifrost.consumer.testing.conformance._helpers import (
     DIM,
+    IDEMPOTENCY_TTLS,
     ManualClock,
     basis,
     chunk,
     ctx,
+    ledger_lifetime,
     memory_snapshot,
     rejects,
     run_concurrently,
@@ -151,22 +153,17 @@ class MemoryUpsertTests(MemoryKitBase):
         assert got is not None
         assert got["revision"] == 2
 
-    @pytest.mark.parametrize(
-        ("cls", "ttl"), [(None, 86400), ("default", 86400), ("ephemeral", 900), ("durable", 604800)]
-    )
+    @pytest.mark.parametrize(("cls", "ttl"), IDEMPOTENCY_TTLS)
     def test_idempotency_ttl(
         self, make_store: MemoryStoreFactory, cls: str | None, ttl: int
     ) -> None:
         clock = ManualClock()
         s = make_store(embedding_dim=DIM, clock=clock)
-        recs = [chunk("t", basis(0), {})]
-        up(s, recs, "k", idempotency_class=cls)
-        clock.advance(ttl - 1)
-        assert up(s, recs, "k", idempotency_class=cls)["replayed"] is True
-        with pytest.raises(IdempotencyConflict):
-            up(s, [chunk("t", basis(1), {})], "k", idempotency_class=cls)
-        clock.advance(2)  # expired: the entry counts as absent
-        assert up(s, recs, "k", idempotency_class=cls)["replayed"] is False
+
+        def write(i: int) -> Any:
+            return up(s, [chunk("t", basis(i), {})], "k", idempotency_class=cls)
+
+        ledger_lifetime(write, clock, ttl, first=0, other=1, after=0)
         got = s.get("t")
         assert got is not None
         assert got["revision"] == 2
