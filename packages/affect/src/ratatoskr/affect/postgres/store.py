@@ -45,8 +45,9 @@ from ratatoskr.postgres.scope import (
     filter_shape,
     scope_columns,
 )
+from ratatoskr.postgres.store import SchemaStore
 from ratatoskr.postgres.text import from_db, to_db
-from ratatoskr.postgres.writes import revisions_before, run_write
+from ratatoskr.postgres.writes import revisions_before
 
 __all__ = ["PostgresAffectStore", "open_postgres_affect_store", "rfc3339"]
 
@@ -71,7 +72,7 @@ def _view(record_json: Any, revision: Any, recorded_at: Any) -> dict[str, Any]:
     return {**record, "revision": int(revision), "recorded_at": str(recorded_at)}
 
 
-class PostgresAffectStore(AffectWrites, AffectReads):
+class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
     """An affect store over one schema of a PostgreSQL server (see the module docstring)."""
 
     def __init__(
@@ -85,12 +86,10 @@ class PostgresAffectStore(AffectWrites, AffectReads):
     ) -> None:
         if max_batch < 1 or max_page < 1 or max_scope_any < 1:
             raise ValueError("max_batch, max_page and max_scope_any must be positive")
-        self._db = db
+        SchemaStore.__init__(self, db, affect_schema.ledger(db.schema), clock)
         self.max_batch = max_batch
         self.max_page = max_page
         self.max_scope_any = max_scope_any
-        self._clock = clock
-        self._ledger = affect_schema.ledger(db.schema)
         cur_t = db.table(affect_schema.CURRENT)
         hist_t = db.table(affect_schema.HISTORY)
         self._current = cur_t
@@ -135,7 +134,7 @@ class PostgresAffectStore(AffectWrites, AffectReads):
         """Static facts plus a round trip to the server; never counts of data.
 
         Raises StorageError subclasses when the server cannot be reached."""
-        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall())
+        self._ping()
         return {
             "status": "ok",
             "plane": affect_schema.PLANE,
@@ -167,9 +166,7 @@ class PostgresAffectStore(AffectWrites, AffectReads):
             cur.execute(self._history_sql, (stamp, keys, [revisions[k] for k in keys], bodies))
             return revisions_before(written, from_db)
 
-        return run_write(
-            self._db, self._ledger, request, actor=actor, clock=self._clock, perform=perform
-        )
+        return self._write(request, actor, perform)
 
     def perform_delete(self, keys: Sequence[str]) -> int:
         """Erase the current state and all history of the distinct ``keys``, in one
@@ -258,15 +255,6 @@ class PostgresAffectStore(AffectWrites, AffectReads):
         return rendered, params
 
     # -- plumbing --------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the pool if the store opened it; idempotent. Later calls raise
-        StorageUnavailable."""
-        self._db.close()
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     def _fetch(self, keys: Sequence[str]) -> _Records:
         stored = [to_db(k) for k in keys]

@@ -74,9 +74,10 @@ from ratatoskr.postgres.scope import (
     scope_from_columns,
     where_sql,
 )
+from ratatoskr.postgres.store import SchemaStore
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import Vector, VectorRows
-from ratatoskr.postgres.writes import revisions_before, run_write
+from ratatoskr.postgres.writes import revisions_before
 
 __all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
 
@@ -98,7 +99,7 @@ def rerank_margin(embedding_dim: int) -> float:
     return max(_RERANK_MARGIN, 3 * (embedding_dim + 2) * 2.0**-24)
 
 
-class PostgresMemoryStore(MemoryWrites, MemoryReads):
+class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
     """A memory store over one schema of a PostgreSQL server (see the module docstring)."""
 
     def __init__(
@@ -113,12 +114,11 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
     ) -> None:
         if max_batch < 1 or max_top_k < 1 or max_scope_any < 1:
             raise ValueError("max_batch, max_top_k and max_scope_any must be positive")
-        self._db = db
+        SchemaStore.__init__(self, db, memory_schema.ledger(db.schema), clock)
         self.embedding_dim = embedding_dim
         self.max_batch = max_batch
         self.max_top_k = max_top_k
         self.max_scope_any = max_scope_any
-        self._clock = clock
         self._margin = rerank_margin(embedding_dim)
         # Filters name the covering index's bound so the planner may use it (schema.py).
         self._bounds: Bounds | None = (
@@ -126,7 +126,6 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
             if embedding_dim <= memory_schema.COVERED_DIM_MAX
             else None
         )
-        self._ledger = memory_schema.ledger(db.schema)
         found = db.run(vector_extension)
         if found is None:
             raise RuntimeError("the vector extension vanished after the schema was created")
@@ -186,7 +185,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
         """Static facts plus a round trip to the server; never counts of data.
 
         Raises StorageError subclasses when the server cannot be reached."""
-        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall())
+        self._ping()
         return {
             "status": "ok",
             "plane": memory_schema.PLANE,
@@ -212,9 +211,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
             cur.execute(self._upsert_sql, (vectors, now, *columns))
             return revisions_before(cur.fetchall(), from_db)
 
-        return run_write(
-            self._db, self._ledger, request, actor=actor, clock=self._clock, perform=perform
-        )
+        return self._write(request, actor, perform)
 
     def _columns(
         self, request: WriteRequest[ValidatedChunk]
@@ -364,15 +361,6 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads):
         """Number of stored chunks (for operators and tests; not a wire verb)."""
         row = self._db.run(lambda cur: cur.execute(self._count_sql).fetchone())
         return 0 if row is None else int(row[0])
-
-    def close(self) -> None:
-        """Close the pool if the store opened it; idempotent. Later calls raise
-        StorageUnavailable."""
-        self._db.close()
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         keys = [to_db(i) for i in ids]

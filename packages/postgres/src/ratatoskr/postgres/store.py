@@ -1,0 +1,50 @@
+"""``SchemaStore``: what every plane's PostgreSQL store is built on.
+
+A store holds the database of its schema (``PostgresDatabase``: the pool and the
+schema's tables), the plane's ledger and the clock the conformance kit drives.
+It writes through :func:`~ratatoskr.postgres.writes.run_write` (bifrost's one
+write path in one transaction), answers ``health`` with a round trip, and closes
+the pool if it opened it. The plane's store adds only its SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bifrost.writes import WriteRequest
+from ratatoskr.postgres.database import PostgresDatabase
+from ratatoskr.postgres.ledger import PostgresLedger
+from ratatoskr.postgres.writes import Perform, run_write
+
+__all__ = ["SchemaStore"]
+
+
+class SchemaStore:
+    """The database, ledger and clock of one plane's schema (see the module docstring)."""
+
+    def __init__(
+        self, db: PostgresDatabase, ledger: PostgresLedger, clock: Callable[[], float]
+    ) -> None:
+        self._db = db
+        self._ledger = ledger
+        self._clock = clock
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    def close(self) -> None:
+        """Close the pool if the store opened it; idempotent. Later calls raise
+        StorageUnavailable."""
+        self._db.close()
+
+    def _ping(self) -> None:
+        """One round trip to the server; StorageError subclasses when it cannot be reached."""
+        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall())
+
+    def _write(self, request: WriteRequest[Any], actor: str, perform: Perform) -> dict[str, Any]:
+        """``request`` for ``actor`` exactly once, ``perform`` being the store's SQL."""
+        return run_write(
+            self._db, self._ledger, request, actor=actor, clock=self._clock, perform=perform
+        )
