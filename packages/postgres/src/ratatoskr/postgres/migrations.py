@@ -159,14 +159,23 @@ def needs_migration(
     Raises the errors :func:`apply_migrations` would raise for a schema that is
     already complete (ForeignDatabase, SchemaTooNew, SchemaMismatch).
     """
+    current = _known_version(cur, schema, plane, migrations)
+    missing = _check_meta(cur, schema, meta)
+    return current < len(migrations) or bool(missing)
+
+
+def _known_version(
+    cur: Cursor[Any], schema: str, plane: str, migrations: Sequence[Migration]
+) -> int:
+    """The schema's version of ``plane``, once it is known to be ``plane``'s and no newer
+    than ``migrations``; ForeignDatabase, SchemaTooNew otherwise."""
     _check_owner(cur, schema, plane)
     current = schema_version(cur, schema, plane)
     if current > len(migrations):
         raise SchemaTooNew(
             f"{plane} schema version {current} is newer than this release knows ({len(migrations)})"
         )
-    missing = _check_meta(cur, schema, meta)
-    return current < len(migrations) or bool(missing)
+    return current
 
 
 def apply_migrations(
@@ -202,12 +211,7 @@ def apply_migrations(
             _table(schema, META_TABLE)
         )
     )
-    _check_owner(cur, schema, plane)
-    current = schema_version(cur, schema, plane)
-    if current > len(migrations):
-        raise SchemaTooNew(
-            f"{plane} schema version {current} is newer than this release knows ({len(migrations)})"
-        )
+    current = _known_version(cur, schema, plane, migrations)
     # Before any migration runs, so a mismatch leaves nothing to roll back but the lock.
     missing = _check_meta(cur, schema, meta)
     for migration in migrations[current:]:
