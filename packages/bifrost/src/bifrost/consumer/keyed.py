@@ -6,15 +6,15 @@ Every plane package hands its store to bifrost the same way: an HS256
 :class:`~bifrost.consumer.ConsumerRegistration` declaring that one plane, and
 :func:`~bifrost.consumer.app.build_plane_app`. That wiring lives here once; a
 plane's own builder (``build_memory_plane_app``, ``build_affect_plane_app``) is
-this function with its :class:`~bifrost.planes.PlaneSpec` filled in, and takes
-the same :class:`PlaneAppOptions`.
+this function with its :class:`~bifrost.planes.PlaneSpec` filled in
+(:func:`plane_app_builder`), so every plane's builder has one signature.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
 
 from bifrost.auth import JwtVerifier, ReplayCache
 from bifrost.consumer.app import AppHooks, build_plane_app
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
     from bifrost.consumer.app import Lifespan
 
-__all__ = ["PlaneAppOptions", "build_keyed_plane_app"]
+__all__ = ["PlaneAppBuilder", "PlaneAppOptions", "build_keyed_plane_app", "plane_app_builder"]
 
 _S = TypeVar("_S")
+_S_contra = TypeVar("_S_contra", contravariant=True)
 
 
 class PlaneAppOptions(TypedDict, total=False):
@@ -116,3 +117,36 @@ def build_keyed_plane_app(
         body_budget=given.get("body_budget"),
         heavy_calls=given.get("heavy_calls"),
     )
+
+
+class PlaneAppBuilder(Protocol[_S_contra]):
+    """A plane's app builder: :func:`build_keyed_plane_app` with its plane filled in."""
+
+    def __call__(
+        self,
+        store: _S_contra,
+        heimdall_key: bytes,
+        consumer_id: str = DEFAULT_CONSUMER_ID,
+        **options: Unpack[PlaneAppOptions],
+    ) -> Starlette: ...
+
+
+def plane_app_builder(spec: PlaneSpec[_S]) -> PlaneAppBuilder[_S]:
+    """The app builder of ``spec``'s plane: ``builder(store, heimdall_key,
+    consumer_id=DEFAULT_CONSUMER_ID, **options)`` is
+    ``build_keyed_plane_app(spec, store, heimdall_key, consumer_id, options)``."""
+
+    def build(
+        store: _S,
+        heimdall_key: bytes,
+        consumer_id: str = DEFAULT_CONSUMER_ID,
+        **options: Unpack[PlaneAppOptions],
+    ) -> Starlette:
+        return build_keyed_plane_app(spec, store, heimdall_key, consumer_id, options)
+
+    build.__name__ = build.__qualname__ = f"build_{spec.name}_plane_app"
+    build.__doc__ = (
+        f"The standalone {spec.name} app (``POST /bifrost/handshake``, ``POST {spec.route}``)"
+        f" serving ``store``; see :func:`bifrost.consumer.keyed.build_keyed_plane_app`."
+    )
+    return build
