@@ -14,6 +14,7 @@ or its scope values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "DEFAULT_MAX_BATCH",
     "MAX_ID_BYTES",
     "CanonicalBatch",
+    "canonical_copy",
     "canonical_record",
     "claim_id",
     "distinct_ids",
@@ -116,6 +118,83 @@ def load_canonical(data: bytes | str, plain: bool) -> dict[str, Any]:
     return loaded
 
 
+class _NotPlain(Exception):
+    """A value :func:`_plain_copy` leaves to the exact parse (see :func:`canonical_copy`)."""
+
+
+# Exact types (not subclasses): orjson writes these as themselves and reads them back
+# as the same type with an equal value. Floats are checked for finiteness apart.
+_PLAIN_LEAVES = frozenset({str, int, bool, type(None)})
+_PLAIN_SCALARS = _PLAIN_LEAVES | {float}
+
+
+def _plain_list(items: list[Any]) -> list[Any]:
+    kinds = set(map(type, items))  # C-level, unlike a generator over the items
+    if kinds <= _PLAIN_LEAVES:
+        return list(items)
+    if kinds <= _PLAIN_SCALARS:
+        # A NaN or an infinity makes the sum non-finite; an overflowing sum of finite
+        # floats only costs the element-wise check.
+        floats = [x for x in items if type(x) is float] if len(kinds) > 1 else items
+        if math.isfinite(sum(floats)) or all(map(math.isfinite, floats)):
+            return list(items)
+        raise _NotPlain
+    return [_plain_copy(x) for x in items]
+
+
+def _plain_copy(value: Any) -> Any:
+    """``value`` copied, keys sorted, when it is made only of exact JSON types (dict with
+    str keys, list, str, int, finite float, bool, None): then it equals, type for type,
+    what parsing its canonical JSON gives. Raises :class:`_NotPlain` otherwise."""
+    kind = type(value)
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        raise _NotPlain
+    if kind in _PLAIN_LEAVES:
+        return value
+    if kind is list:
+        return _plain_list(value)
+    if kind is dict:
+        return _plain_dict(value, None)
+    raise _NotPlain
+
+
+def _plain_dict(value: dict[Any, Any], floats_key: str | None) -> dict[str, Any]:
+    for key in value:
+        if type(key) is not str:
+            raise _NotPlain
+    return {k: list(value[k]) if k == floats_key else _plain_copy(value[k]) for k in sorted(value)}
+
+
+def canonical_copy(
+    record: dict[str, Any], index: int | None = None, *, floats_key: str | None = None
+) -> tuple[bytes, bool, dict[str, Any]]:
+    """:func:`canonical_record` of ``record`` and a private copy of it equal, type for
+    type and in key order, to :func:`load_canonical` of those bytes — without parsing
+    them back.
+
+    When orjson writes the record and it is made only of exact JSON types with finite
+    floats, the copy is made directly (strings and numbers are immutable and shared;
+    dicts and lists are new); anything else (tuples, subclasses, integers past 64 bits,
+    NaN, non-string keys, …) takes :func:`canonical_record` and the exact parse, so the
+    result and every refusal are theirs. ``floats_key`` names a top-level field the
+    caller has already found to be a list of finite floats (exact type), copied
+    without looking again. Raises InvalidArguments for what JSON cannot carry.
+    """
+    try:
+        data: bytes | None = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        data = None
+    if data is not None:
+        try:
+            return data, True, _plain_dict(record, floats_key)
+        except _NotPlain:
+            pass
+    text, plain = canonical_record(record, index)
+    return text, plain, load_canonical(text, plain)
+
+
 class CanonicalBatch:
     """The canonical JSON of a batch's records, made once each as validation reaches
     them (:meth:`add`); :attr:`records_json` gives every text at the end when orjson
@@ -133,6 +212,16 @@ class CanonicalBatch:
         self._plain = self._plain and plain
         return text, plain
 
+    def add_copy(
+        self, record: dict[str, Any], index: int, *, floats_key: str | None = None
+    ) -> dict[str, Any]:
+        """:func:`canonical_copy` of record ``index``: its text kept, its private copy
+        returned. Raises InvalidArguments."""
+        text, plain, copy = canonical_copy(record, index, floats_key=floats_key)
+        self._texts.append(text)
+        self._plain = self._plain and plain
+        return copy
+
     @property
     def records_json(self) -> list[bytes] | None:
         """Every record's text when all are plain (see :func:`canonical_record`), else None."""
@@ -141,7 +230,7 @@ class CanonicalBatch:
 
 def json_copy(record: dict[str, Any], index: int | None = None) -> dict[str, Any]:
     """A private deep copy via canonical JSON (refuses what JSON cannot carry)."""
-    return load_canonical(*canonical_record(record, index))
+    return canonical_copy(record, index)[2]
 
 
 def validate_records_common(

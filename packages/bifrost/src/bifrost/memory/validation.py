@@ -18,7 +18,6 @@ from bifrost.records import (
     CanonicalBatch,
     claim_id,
     json_copy,
-    load_canonical,
     record_label,
     required_scope,
     validate_expected_revisions,
@@ -91,17 +90,24 @@ def embedding_field(record: dict[str, Any]) -> str:
 def validate_embedding(value: object, dim: int, what: str = "embedding") -> list[float]:
     """A list of JSON numbers (bools are not numbers), all finite, ``len == dim``,
     norm > 0. Returns the values as floats."""
+    return _embedding(value, dim, what)[0]
+
+
+def _embedding(value: object, dim: int, what: str) -> tuple[list[float], bool]:
+    """:func:`validate_embedding`, and whether the values are the input's own elements:
+    every one a float (exact type), so the copy is ``list(value)``."""
     if not isinstance(value, list):
         raise InvalidArguments(f"{what} must be a list of numbers")
     if len(value) != dim:
         raise InvalidArguments(f"{what} length {len(value)} != {dim}")
-    if set(map(type, value)) == {float}:
-        # What embedding models send: plain floats. The norm settles them in one
-        # C-level pass — it is inf or nan when any value is, so a finite non-zero
-        # norm means every value is finite.
+    # What embedding models send: plain floats. ``list.count`` compares by identity
+    # first, so counting the exact type in the list of types is one C-level pass (a set
+    # of the types hashes every element). The norm then settles them in one more: it is
+    # inf or nan when any value is, so a finite non-zero norm means every value is finite.
+    if [*map(type, value)].count(float) == dim:
         norm = math.hypot(*value)
         if norm > 0.0 and math.isfinite(norm):
-            return list(value)
+            return list(value), True
     out: list[float] = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
@@ -116,7 +122,7 @@ def validate_embedding(value: object, dim: int, what: str = "embedding") -> list
     norm = math.hypot(*out)
     if not (norm > 0.0 and math.isfinite(norm)):
         raise InvalidArguments(f"{what} has zero (or overflowing) norm")
-    return out
+    return out, False
 
 
 def unit_vector(values: list[float]) -> list[float]:
@@ -160,7 +166,7 @@ def validate_upsert(
         field = embedding_field(rec)
         if field not in rec:
             raise InvalidArguments(f"{where}: missing embedding")
-        emb = validate_embedding(rec[field], embedding_dim, f"{where}: {field}")
+        emb, exact = _embedding(rec[field], embedding_dim, f"{where}: {field}")
         scope = required_scope(rec, where)
         injected = rec.get("origin") == "injected_context"
         has_source = rec.get("injection_source") is not None
@@ -168,8 +174,8 @@ def validate_upsert(
             raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
         if not injected and has_source:
             raise InvalidArguments(f"{where}: injection_source only allowed when injected")
-        text, plain = batch.add(rec, i)
-        out.append(ValidatedChunk(cid, emb, scope, load_canonical(text, plain)))
+        copy = batch.add_copy(rec, i, floats_key=field if exact else None)
+        out.append(ValidatedChunk(cid, emb, scope, copy))
     return build_write_request(
         "upsert_many",
         "upserted",
