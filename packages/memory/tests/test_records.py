@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from bifrost.context import DispatchContext
 from bifrost.envelope import decode_json
 from bifrost.errors import InvalidArguments
+from bifrost.idempotency import json_loads_exact
 from bifrost.memory.validation import validate_embedding, validate_search
 from ratatoskr.memory import RatatoskrMemoryStore, records
 from ratatoskr.memory.records import StoredChunk, unit_float64
@@ -241,3 +242,26 @@ def test_search_rows_rank_best_first_ties_by_id_and_cut_at_top_k() -> None:
     # Without its embedding the record keeps an opaque ``vector`` field.
     assert rows[1]["chunk"] == {"id": "b", "scope": {}, "vector": "opaque"}
     assert records.search_rows({}, unit_float64(bare.vector), bare) == []
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        finite,
+        st.integers(min_value=-(10**40), max_value=10**40),
+        st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**18, 10**19]),
+        st.text(alphabet='0123456789 x"\\é', max_size=30),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=5), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_load_json_reads_exactly_what_the_exact_parser_reads(value: Any) -> None:
+    text = records.encode({"v": value})
+    assert exact(records.load_json(text)) == exact(json_loads_exact(text))
+    assert exact(records.load_json(text)) == exact({"v": value})

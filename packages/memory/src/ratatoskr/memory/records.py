@@ -29,6 +29,7 @@ exact float64 re-rank all scale and normalise the same way.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from bifrost.idempotency import canonical_json, json_loads_exact
 from bifrost.memory.validation import SearchQuery, embedding_field, search_row
@@ -72,8 +74,26 @@ def encode(record: dict[str, Any]) -> str:
     return canonical_json(record).decode("utf-8")
 
 
+# Any integer orjson could misread (|n| >= 2**63) is written with 19 digits or more.
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+
+
 def load_json(record_json: str) -> dict[str, Any]:
-    """``record_json`` parsed exactly (integers beyond 64 bits stay integers)."""
+    """``record_json`` parsed exactly (integers beyond 64 bits stay integers).
+
+    orjson alone when the text holds no run of 19 digits: then every integer in it is
+    below 10**18 and orjson reads it exactly, and no float that large can stand for an
+    integer, so bifrost's exact parser would return the same value after walking the
+    whole record (several times orjson's cost for a search hit). A run of 19 digits
+    anywhere (a long number inside a string included) takes the exact path.
+    """
+    if _LONG_DIGITS.search(record_json) is None:
+        try:
+            fast: dict[str, Any] = orjson.loads(record_json)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return fast
     loaded: dict[str, Any] = json_loads_exact(record_json)
     return loaded
 
@@ -158,17 +178,31 @@ def unit_float32_rows(embeddings: Sequence[Sequence[float]], dim: int) -> npt.ND
 
 
 def exact_scores(
-    raw: list[npt.NDArray[np.float64]], exact_query: npt.NDArray[np.float64]
+    raw: list[npt.NDArray[np.float64]] | npt.NDArray[np.float64],
+    exact_query: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
-    """Cosine of each raw embedding with the float64 unit ``exact_query``, clamped to
+    """Cosine of each raw embedding (a list of rows, or the rows as one ``n × d``
+    matrix: the same bits either way) with the float64 unit ``exact_query``, clamped to
     [-1, 1]: the rows made unit by :func:`unit_rows` (equal embeddings get bit-equal
     scores, so ties fall to chunk_id).
     """
-    if not raw:
+    if len(raw) == 0:
         return np.zeros(0, dtype=np.float64)
-    m = unit_rows(np.stack(raw))
+    m = unit_rows(raw if isinstance(raw, np.ndarray) else np.stack(raw))
     scores: npt.NDArray[np.float64] = np.clip(np.sum(m * exact_query, axis=1), -1.0, 1.0)
     return scores
+
+
+def _raw_rows(
+    chunks: Sequence[StoredChunk],
+) -> list[npt.NDArray[np.float64]] | npt.NDArray[np.float64]:
+    """The candidates' raw embeddings: one buffer of their float64 blobs when every one
+    is in the binary form (one numpy call instead of one per candidate)."""
+    blobs = [c.embedding_f64 for c in chunks]
+    if blobs and None not in blobs:
+        joined = b"".join(b for b in blobs if b is not None)
+        return np.frombuffer(joined, dtype=_F64).reshape(len(blobs), -1)
+    return [c.vector() for c in chunks]
 
 
 def search_rows(
@@ -180,7 +214,7 @@ def search_rows(
     float64 with :func:`exact_scores` against the unit ``exact_query``, best first with
     ties by chunk_id, the first ``top_k`` as bifrost's ``search_row``."""
     ids = list(found)
-    scores = exact_scores([found[cid].vector() for cid in ids], exact_query)
+    scores = exact_scores(_raw_rows([found[cid] for cid in ids]), exact_query)
     ranked = sorted(zip((-scores).tolist(), ids, strict=True))[: query.top_k]
     rows: list[dict[str, Any]] = []
     for neg, cid in ranked:

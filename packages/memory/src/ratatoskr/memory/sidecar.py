@@ -190,7 +190,10 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
                 arrays.append(np.zeros(shape, dtype=dtype))
             else:
                 # Copy-on-write: writes stay private, pages nobody writes stay shared.
-                arrays.append(np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape))
+                # A plain ndarray view of the map (it keeps the map alive): the memmap
+                # subclass adds microseconds to every slice and product of a search.
+                mapped = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape)
+                arrays.append(mapped.view(np.ndarray))
             offset += n + _pad(n)
         classes = [
             (tuple((str(a), str(v)) for a, v in items), int(count))
