@@ -16,6 +16,7 @@ from ratatoskr.postgres.database import (
     Pool,
     PoolOptions,
     PostgresDatabase,
+    on_table,
     open_pool,
     open_schema,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PostgresDatabase",
     "PostgresLedger",
     "PostgresReplayCache",
+    "on_table",
     "open_pool",
     "open_schema",
     "read_meta",

@@ -27,7 +27,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -51,6 +51,7 @@ __all__ = [
     "PoolOptions",
     "PostgresDatabase",
     "TxMode",
+    "on_table",
     "open_pool",
     "open_schema",
 ]
@@ -125,6 +126,14 @@ def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
 
 class _Retry(Exception):
     """The attempt failed in a way that is safe to run again."""
+
+
+def on_table(table: sql.Composable, text: LiteralString) -> sql.Composed:
+    """The statement ``text`` with its ``{t}`` placeholder bound to ``table``.
+
+    Every store, ledger and cache of a schema composes its fixed statements once,
+    at construction, through this; the identifiers are quoted by psycopg."""
+    return sql.SQL(text).format(t=table)
 
 
 class PostgresDatabase:

@@ -31,6 +31,7 @@ from typing import Any
 from psycopg import Cursor, sql
 
 from bifrost.jsoncodec import canonical_json, json_loads_exact
+from ratatoskr.postgres.database import on_table
 from ratatoskr.storage.errors import StorageCorrupt
 from ratatoskr.storage.ledger import PRUNE_PER_WRITE, LedgerEntry, LedgerTransaction
 
@@ -48,28 +49,32 @@ class PostgresLedger:
     def __init__(self, table: sql.Composed, index_name: str) -> None:
         self.table = table
         self._index_name = index_name
-        self._claim_sql = sql.SQL(
+        self._claim_sql = on_table(
+            table,
             "INSERT INTO {t} AS l (idempotency_id, digest, result_json, expires_at)"
             " VALUES (%s, '', NULL, 'Infinity')"
             " ON CONFLICT (idempotency_id) DO UPDATE SET digest = '',"
             " result_json = NULL, expires_at = 'Infinity'"
-            " WHERE l.expires_at <= %s RETURNING 1"
-        ).format(t=table)
-        self._read_sql = sql.SQL(
+            " WHERE l.expires_at <= %s RETURNING 1",
+        )
+        self._read_sql = on_table(
+            table,
             "SELECT digest, result_json, expires_at FROM {t}"
-            " WHERE idempotency_id = %s AND expires_at > %s"
-        ).format(t=table)
-        self._record_sql = sql.SQL(
+            " WHERE idempotency_id = %s AND expires_at > %s",
+        )
+        self._record_sql = on_table(
+            table,
             "INSERT INTO {t} (idempotency_id, digest, result_json, expires_at)"
             " VALUES (%s, %s, %s, %s) ON CONFLICT (idempotency_id) DO UPDATE SET"
             " digest = EXCLUDED.digest, result_json = EXCLUDED.result_json,"
-            " expires_at = EXCLUDED.expires_at"
-        ).format(t=table)
-        self._prune_sql = sql.SQL(
+            " expires_at = EXCLUDED.expires_at",
+        )
+        self._prune_sql = on_table(
+            table,
             "DELETE FROM {t} WHERE idempotency_id IN ("
             " SELECT idempotency_id FROM {t} WHERE expires_at <= %s"
-            " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
-        ).format(t=table)
+            " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)",
+        )
 
     def create_sql(self) -> sql.Composed:
         """DDL for the ledger, for the plane's migration list."""

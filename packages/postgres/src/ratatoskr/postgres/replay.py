@@ -28,7 +28,7 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.migrations import Migration
 from ratatoskr.postgres.text import to_db, utf8_encodable
 
@@ -80,19 +80,19 @@ class PostgresReplayCache:
             pool_options=pool_options or PoolOptions(max_size=4),
         )
         self.schema = schema
-        self._check_sql = sql.SQL(
+        self._check_sql = on_table(
+            table,
             "INSERT INTO {t} AS r (jti, expires_at) VALUES (%s, %s)"
             " ON CONFLICT (jti) DO UPDATE SET expires_at = EXCLUDED.expires_at"
-            " WHERE r.expires_at <= %s RETURNING 1"
-        ).format(t=table)
-        self._prune_sql = sql.SQL(
-            "DELETE FROM {t} WHERE jti IN (SELECT jti FROM {t} WHERE expires_at <= %s"
-            " LIMIT %s FOR UPDATE SKIP LOCKED)"
-        ).format(t=table)
-        self._seen_sql = sql.SQL("SELECT 1 FROM {t} WHERE jti = %s AND expires_at > %s").format(
-            t=table
+            " WHERE r.expires_at <= %s RETURNING 1",
         )
-        self._count_sql = sql.SQL("SELECT count(*) FROM {t}").format(t=table)
+        self._prune_sql = on_table(
+            table,
+            "DELETE FROM {t} WHERE jti IN (SELECT jti FROM {t} WHERE expires_at <= %s"
+            " LIMIT %s FOR UPDATE SKIP LOCKED)",
+        )
+        self._seen_sql = on_table(table, "SELECT 1 FROM {t} WHERE jti = %s AND expires_at > %s")
+        self._count_sql = on_table(table, "SELECT count(*) FROM {t}")
 
     def check_and_add(self, jti: str, expires_at: float, now: float) -> bool:
         key = _jti_key(jti)

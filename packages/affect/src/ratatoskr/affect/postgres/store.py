@@ -35,7 +35,7 @@ from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import schema as affect_schema
-from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.scope import (
     AXIS_COLUMNS,
     FilterShape,
@@ -111,22 +111,24 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
                 sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
             ),
         )
-        self._history_sql = sql.SQL(
+        self._history_sql = on_table(
+            hist_t,
             "INSERT INTO {t} (key, revision, record_json, recorded_at)"
             " SELECT u.k, u.v, u.r, %s FROM unnest(%b::text[], %b::bigint[], %b::text[])"
-            " AS u(k, v, r)"
-        ).format(t=hist_t)
-        self._fetch_sql = sql.SQL(
-            "SELECT key, record_json, revision, recorded_at FROM {t} WHERE key = ANY(%b)"
-        ).format(t=cur_t)
-        self._page_sql = sql.SQL(
+            " AS u(k, v, r)",
+        )
+        self._fetch_sql = on_table(
+            cur_t, "SELECT key, record_json, revision, recorded_at FROM {t} WHERE key = ANY(%b)"
+        )
+        self._page_sql = on_table(
+            hist_t,
             "SELECT revision, record_json, recorded_at FROM {t}"
-            " WHERE key = %s AND revision < %s ORDER BY revision DESC LIMIT %s"
-        ).format(t=hist_t)
-        self._delete_current_sql = sql.SQL(
-            "DELETE FROM {t} WHERE key = ANY(%b) RETURNING key"
-        ).format(t=cur_t)
-        self._delete_history_sql = sql.SQL("DELETE FROM {t} WHERE key = ANY(%b)").format(t=hist_t)
+            " WHERE key = %s AND revision < %s ORDER BY revision DESC LIMIT %s",
+        )
+        self._delete_current_sql = on_table(
+            cur_t, "DELETE FROM {t} WHERE key = ANY(%b) RETURNING key"
+        )
+        self._delete_history_sql = on_table(hist_t, "DELETE FROM {t} WHERE key = ANY(%b)")
 
     # -- descriptors -----------------------------------------------------------------
 

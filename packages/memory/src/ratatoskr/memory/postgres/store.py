@@ -59,7 +59,7 @@ from ratatoskr.memory.records import (
     unit_float32_rows,
     unit_float64,
 )
-from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, open_schema
+from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import (
@@ -167,15 +167,16 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             .as_bytes(None)
         )
         self._search_by_shape: dict[FilterShape, bytes] = {}
-        self._fetch_sql = sql.SQL(
+        self._fetch_sql = on_table(
+            t,
             "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}"
-            " WHERE chunk_id = ANY(%b)"
-        ).format(t=t)
+            " WHERE chunk_id = ANY(%b)",
+        )
         self._scopes_sql = sql.SQL(
             "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%b)"
         ).format(t=t, axes=axes)
-        self._delete_sql = sql.SQL("DELETE FROM {t} WHERE chunk_id = ANY(%b)").format(t=t)
-        self._count_sql = sql.SQL("SELECT count(*) FROM {t}").format(t=t)
+        self._delete_sql = on_table(t, "DELETE FROM {t} WHERE chunk_id = ANY(%b)")
+        self._count_sql = on_table(t, "SELECT count(*) FROM {t}")
         # Filled in per filter shape by _search_sql.
         self._search_head = (t, vector, neg_dot)
 
