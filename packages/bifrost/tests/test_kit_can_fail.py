@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -10,8 +11,14 @@ import pytest
 
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.conformance import (
+    AFFECT_KEYS,
+    MEMORY_DIM,
     AffectStoreConformance,
+    ManualClock,
     MemoryStoreConformance,
+    affect_envelope,
+    memory_workload,
+    run_affect_parity,
     run_parity,
 )
 from bifrost.context import DispatchContext
@@ -148,3 +155,52 @@ def test_parity_catches_divergence() -> None:
     run_parity(InMemoryMemoryStore(2), InMemoryMemoryStore(2), copy.deepcopy(envs), ctx)
     with pytest.raises(AssertionError, match="replayed"):
         run_parity(NoReplay(2), InMemoryMemoryStore(2), envs, ctx)
+
+
+@pytest.mark.parametrize("grant", [{}, {"tenant": "t1"}])
+def test_memory_workload_catches_a_store_that_forgets_keys(grant: dict[str, str]) -> None:
+    ctx = DispatchContext(actor="a", scope=grant, plane="memory")
+    envs = memory_workload(random.Random(3), 150, grant)
+    assert envs == memory_workload(random.Random(3), 150, grant)  # a seed is a sequence
+    verbs = {e["verb"] for e in envs}
+    assert verbs == {"upsert_many", "search", "get", "get_many", "delete_many"}
+    ids = {r["id"] for e in envs if e["verb"] == "upsert_many" for r in e["args"]["records"]}
+    assert any("\x00" in i for i in ids) and any(not i.isascii() for i in ids)
+    run_parity(InMemoryMemoryStore(MEMORY_DIM), InMemoryMemoryStore(MEMORY_DIM), envs, ctx)
+    with pytest.raises(AssertionError):
+        run_parity(NoReplay(MEMORY_DIM), InMemoryMemoryStore(MEMORY_DIM), envs, ctx)
+
+
+@pytest.mark.parametrize("broken", [OldestFirst, NoRecordedAt])
+def test_affect_workload_catches_a_broken_store(broken: type[InMemoryAffectStore]) -> None:
+    kinds = run_affect_parity(
+        InMemoryAffectStore(max_batch=5, max_page=5, clock=(c := ManualClock())),
+        InMemoryAffectStore(max_batch=5, max_page=5, clock=c),
+        random.Random(1),
+        c,
+    )
+    assert {"ok", "InvalidArguments", "Forbidden"} <= kinds
+    clock = ManualClock()
+    with pytest.raises(AssertionError):
+        run_affect_parity(
+            broken(max_batch=5, max_page=5, clock=clock),
+            InMemoryAffectStore(max_batch=5, max_page=5, clock=clock),
+            random.Random(1),
+            clock,
+        )
+
+
+def test_affect_envelopes_cover_every_verb_and_odd_keys() -> None:
+    rng = random.Random(0)
+    envs = [affect_envelope(rng, n) for n in range(2_000)]
+    assert {e["verb"] for e in envs} == {
+        "put_many",
+        "get",
+        "get_many",
+        "history",
+        "list",
+        "delete_many",
+        "describe_store",
+        "health",
+    }
+    assert "\x00" in AFFECT_KEYS and "\x01" in AFFECT_KEYS

@@ -36,6 +36,14 @@ _KIT = {
     "run_parity",
 }
 _STORES = {"InMemoryAffectStore", "InMemoryMemoryStore"}
+# The random parity sequences every backend runs (the kit's, not the reference facade's).
+_WORKLOADS = {
+    "AFFECT_KEYS",
+    "MEMORY_DIM",
+    "affect_envelope",
+    "memory_workload",
+    "run_affect_parity",
+}
 
 SURFACE: dict[str, set[str]] = {
     "bifrost": {
@@ -140,7 +148,7 @@ SURFACE: dict[str, set[str]] = {
         "build_plane_app",
     },
     "bifrost.consumer.testing": _STORES,
-    "bifrost.consumer.testing.conformance": _KIT,
+    "bifrost.consumer.testing.conformance": _KIT | _WORKLOADS,
     "bifrost.reference": _STORES | _KIT,
     "bifrost.jsoncodec": {"canonical_json", "json_loads_exact"},
     "bifrost.context": {"DEFAULT_CONSUMER_ID", "DispatchContext"},
