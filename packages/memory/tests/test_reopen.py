@@ -184,3 +184,75 @@ def test_a_rebuild_reads_json_form_chunks_from_vec0(tmp_path: Path) -> None:
     again = open_memory_store(db, embedding_dim=DIM)
     assert again.search([1.0] * DIM, top_k=35) == before
     again.close()
+
+
+def _sidecar_seq(db: str) -> int | None:
+    store = open_memory_store(db, embedding_dim=DIM)
+    with store.database.read() as conn:
+        image = sidecar.read(db + sidecar.SUFFIX, DIM, lineage=sidecar.lineage(conn))
+    store._sync._saved_seq = store._sync.seq  # this probe's close leaves the file alone
+    store.close()
+    return None if image is None else image.seq
+
+
+def test_a_close_after_writes_leaves_a_sidecar_current_to_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    store = open_memory_store(db, embedding_dim=DIM)
+    for n in range(6):
+        store.upsert_many(batch(n), idempotency_key=f"batch-{n}", ctx=CTX)
+    store.delete_many(["b1-1", "b4-2"])
+    seq = store._sync.seq
+    store.close()
+    store.close()  # idempotent, and writes nothing more
+    expected = rebuilt(db, tmp_path)
+    assert _sidecar_seq(db) == seq
+    # The next open maps it: no rebuild, nothing to catch up.
+    monkeypatch.setattr(SyncedIndex, "_reload", lambda *args: pytest.fail("rebuilt"))
+    monkeypatch.setattr(
+        "ratatoskr.memory.index.VectorIndex.upsert_many",
+        lambda *args: pytest.fail("caught up"),
+    )
+    assert answers(db) == expected
+
+
+def test_a_close_without_writes_leaves_the_sidecar_alone(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    fill(db, 0, 4)
+    side = Path(db + sidecar.SUFFIX)
+    before = (side.read_bytes(), side.stat().st_mtime_ns, side.stat().st_ino)
+    store = open_memory_store(db, embedding_dim=DIM)
+    store.search([1.0] * DIM, top_k=3)
+    store.close()
+    assert (side.read_bytes(), side.stat().st_mtime_ns, side.stat().st_ino) == before
+
+
+def test_a_store_behind_another_writer_does_not_overwrite_its_sidecar(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    fill(db, 0, 2)
+    behind = open_memory_store(db, embedding_dim=DIM)
+    behind.upsert_many(batch(2), idempotency_key="batch-2", ctx=CTX)
+    writer = open_memory_store(db, embedding_dim=DIM)
+    writer.upsert_many(batch(3), idempotency_key="batch-3", ctx=CTX)
+    seq = writer._sync.seq
+    writer.close()
+    behind.close()  # its index is behind the database: the newer sidecar stays
+    assert _sidecar_seq(db) == seq
+    assert answers(db) == rebuilt(db, tmp_path)
+
+
+def test_a_failed_sidecar_write_at_close_still_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    store = open_memory_store(db, embedding_dim=DIM)
+    store.upsert_many(batch(0), idempotency_key="batch-0", ctx=CTX)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sidecar, "write", refuse)
+    store.close()
+    monkeypatch.undo()
+    assert answers(db) == rebuilt(db, tmp_path)

@@ -121,9 +121,10 @@ def write(path: str, image: Image, *, lineage: str) -> None:
             f.write(meta)
             f.write(b"\0" * _pad(len(meta)))
             for arr in (image.codes, image.resid, image.scale, image.scale2):
-                data = np.ascontiguousarray(arr[:rows]).tobytes()
+                # The array's own buffer (a tight index's rows are contiguous): no copy.
+                data = np.ascontiguousarray(arr[:rows]).reshape(-1).view(np.uint8)
                 f.write(data)
-                f.write(b"\0" * _pad(len(data)))
+                f.write(b"\0" * _pad(data.nbytes))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -21,6 +21,7 @@ out of its result never parses or builds it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -50,6 +51,7 @@ from ratatoskr.sqlite import (
     ConnectionOptions,
     Database,
     MetaSetting,
+    StorageError,
     StorageUnavailable,
     codec,
 )
@@ -296,7 +298,11 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         return self._db.compact(full=full, prepare=rebuild_vec_table if vectors else None)
 
     def close(self) -> None:
-        """Close the database; idempotent."""
+        """Leave the index's sidecar current when this store's writes moved it (so the
+        next open maps it, see :meth:`SyncedIndex.save`), then close the database;
+        idempotent. The sidecar is a cache: failing to write it never fails a close."""
+        with contextlib.suppress(StorageError), self._db.read() as conn:
+            self._sync.save(conn)
         self._db.close()
 
     @property

@@ -45,6 +45,9 @@ class SyncedIndex:
         self.dim = dim
         self.index = VectorIndex(dim)
         self.lock = ReadWriteLock()
+        # The seq of the sidecar this index was last read from or written to (None:
+        # none yet), so that a close after no write leaves the file alone.
+        self._saved_seq: int | None = None
 
     @property
     def seq(self) -> int:
@@ -73,9 +76,29 @@ class SyncedIndex:
                     current = image.seq == db_seq
             else:
                 self._reload(conn, db_seq)
-            if not current:
-                with contextlib.suppress(OSError):
-                    sidecar.write(path, self.index.image(), lineage=origin)
+            if current:
+                self._saved_seq = db_seq
+            else:
+                self._write(path, origin)
+
+    def save(self, conn: apsw.Connection) -> None:
+        """Leave a sidecar current to the index (at close), so the next open maps it
+        instead of catching up on every write since this one opened: only when the
+        index is current to ``conn``'s snapshot and moved since its sidecar was read or
+        written (best effort, like every sidecar write)."""
+        with self.lock.write():
+            path = sidecar.path_for(conn)
+            if path is None or self.index.seq == self._saved_seq:
+                return
+            if self.index.seq != changes.seq(conn):
+                return  # behind another process's writes: its own close keeps the file
+            self._write(path, sidecar.lineage(conn))
+
+    def _write(self, path: str, origin: str) -> None:
+        """Write the sidecar of the index (lock held); an OSError leaves it unwritten."""
+        with contextlib.suppress(OSError):
+            sidecar.write(path, self.index.image(), lineage=origin)
+            self._saved_seq = self.index.seq
 
     def candidates(
         self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery
