@@ -123,7 +123,7 @@ def write(path: str, image: Image, *, lineage: str) -> None:
             for arr in (image.codes, image.resid, image.scale, image.scale2):
                 # The array's own buffer (a tight index's rows are contiguous): no copy.
                 data = np.ascontiguousarray(arr[:rows]).reshape(-1).view(np.uint8)
-                f.write(data)
+                f.write(data.data)
                 f.write(b"\0" * _pad(data.nbytes))
             f.flush()
             os.fsync(f.fileno())
