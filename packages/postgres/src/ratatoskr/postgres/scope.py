@@ -40,6 +40,7 @@ __all__ = [
     "conjunctions",
     "filter_params",
     "filter_shape",
+    "scope_column_definitions",
     "scope_columns",
     "scope_from_columns",
     "where_sql",
@@ -54,6 +55,16 @@ AXIS_COLUMNS: dict[str, str] = {
 }
 if tuple(AXIS_COLUMNS) != SCOPE_LATTICE:  # pragma: no cover - a new axis needs a migration
     raise RuntimeError("the scope lattice changed: the PostgreSQL schema needs a column for it")
+
+
+def scope_column_definitions() -> sql.Composed:
+    """The scope's columns in a ``CREATE TABLE``: one nullable ``text COLLATE "C"``
+    column per axis (NULL = the axis is absent; "C" so that values sort by code point)."""
+    return sql.SQL(", ").join(
+        sql.SQL('{} text COLLATE "C"').format(sql.Identifier(column))
+        for column in AXIS_COLUMNS.values()
+    )
+
 
 Conjunction = dict[str, str]
 # Which axes each conjunction constrains (and which of them carry a bound, marked

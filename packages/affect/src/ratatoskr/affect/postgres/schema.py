@@ -22,6 +22,7 @@ from psycopg import sql
 
 from ratatoskr.postgres.ledger import PostgresLedger
 from ratatoskr.postgres.migrations import Migration
+from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_column_definitions
 
 __all__ = ["CURRENT", "HISTORY", "LEDGER_TABLE", "PLANE", "ledger", "migrations"]
 
@@ -44,11 +45,7 @@ def migrations(schema: str) -> list[Migration]:
     current = _table(schema, CURRENT)
     v1 = sql.SQL(
         "CREATE TABLE {current} ("
-        ' key text COLLATE "C" PRIMARY KEY,'
-        ' end_user text COLLATE "C",'
-        ' grp text COLLATE "C",'
-        ' tenant text COLLATE "C",'
-        ' agent_self text COLLATE "C",'
+        ' key text COLLATE "C" PRIMARY KEY, {scope},'
         " revision bigint NOT NULL CHECK (revision >= 1),"
         " record_json text NOT NULL,"
         " recorded_at text NOT NULL);"
@@ -62,12 +59,13 @@ def migrations(schema: str) -> list[Migration]:
         " {ledger}"
     ).format(
         current=current,
+        scope=scope_column_definitions(),
         history=_table(schema, HISTORY),
         indexes=sql.SQL("; ").join(
             sql.SQL("CREATE INDEX {i} ON {t} ({c}, key) WHERE {c} IS NOT NULL").format(
                 i=sql.Identifier(f"{CURRENT}_{column}"), t=current, c=sql.Identifier(column)
             )
-            for column in ("end_user", "grp", "tenant", "agent_self")
+            for column in AXIS_COLUMNS.values()
         ),
         ledger=ledger(schema).create_sql(),
     )

@@ -51,6 +51,7 @@ from psycopg import Cursor, sql
 from ratatoskr.postgres.extension import ensure_vector_extension
 from ratatoskr.postgres.ledger import PostgresLedger
 from ratatoskr.postgres.migrations import Migration
+from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_column_definitions
 
 __all__ = [
     "CHUNKS",
@@ -99,11 +100,7 @@ def _v1(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
         cur.execute(
             sql.SQL(
                 "CREATE TABLE {t} ("
-                ' chunk_id text COLLATE "C" PRIMARY KEY,'
-                ' end_user text COLLATE "C",'
-                ' grp text COLLATE "C",'
-                ' tenant text COLLATE "C",'
-                ' agent_self text COLLATE "C",'
+                ' chunk_id text COLLATE "C" PRIMARY KEY, {scope},'
                 " revision bigint NOT NULL CHECK (revision >= 1),"
                 " record_json text NOT NULL,"
                 " embedding_key text CHECK (embedding_key IN ('embedding', 'vector')),"
@@ -118,11 +115,12 @@ def _v1(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
                 " ALTER COLUMN embedding SET STORAGE MAIN;"
             ).format(
                 t=t,
+                scope=scope_column_definitions(),
                 nbytes=sql.Literal(8 * dim),
                 vector=sql.SQL("{}.vector({})").format(sql.Identifier(ext), sql.Literal(dim)),
             )
         )
-        for column in ("end_user", "grp", "tenant", "agent_self"):
+        for column in AXIS_COLUMNS.values():
             cur.execute(
                 # Partial: a chunk without the axis costs no index entry, and a filter
                 # ``axis = value`` implies ``axis IS NOT NULL``, so the planner uses it.
