@@ -161,10 +161,32 @@ def _plain_copy(value: Any) -> Any:
 
 
 def _plain_dict(value: dict[Any, Any], floats_key: str | None) -> dict[str, Any]:
-    for key in value:
+    try:
+        keys = sorted(value)
+    except TypeError:  # keys of several types (only strings are plain)
+        raise _NotPlain from None
+    out: dict[str, Any] = {}
+    # The leaves of a record are most of its values: judged here, without a call each.
+    for key in keys:
         if type(key) is not str:
             raise _NotPlain
-    return {k: list(value[k]) if k == floats_key else _plain_copy(value[k]) for k in sorted(value)}
+        item = value[key]
+        kind = type(item)
+        if kind in _PLAIN_LEAVES:
+            out[key] = item
+        elif kind is float:
+            if not math.isfinite(item):
+                raise _NotPlain
+            out[key] = item
+        elif key == floats_key:
+            out[key] = list(item)
+        elif kind is list:
+            out[key] = _plain_list(item)
+        elif kind is dict:
+            out[key] = _plain_dict(item, None)
+        else:
+            raise _NotPlain
+    return out
 
 
 def canonical_copy(
