@@ -12,7 +12,14 @@ settings (WAL, synchronous=FULL):
 - ``list`` latency: the first page (limit 50) unfiltered, within one tenant of
   100 (1%), within a tenant + end user (0.1%), with ``scope_any`` over 3
   tenants, and a page deep in the key range (``after_key``);
-- the database file size.
+- the database file size;
+- the disk's own ceiling for the same bytes, side by side with ``put_many``: the same
+  schema, pragmas (WAL, synchronous=FULL) and one transaction per batch through
+  ``ratatoskr.sqlite``'s Database, writing rows made before the clock starts (the
+  same history, current, scope-index and ledger rows, byte for byte) — SQLite and
+  the disk alone; and the commit floor (one ledger row per transaction: what a
+  synchronous commit costs on this disk whatever it carries). ``--no-ceiling``
+  skips both.
 
 Records look like Worldtree's affect state (~350 bytes of JSON): valence,
 arousal, labels, an appraisal note; scopes are 100 tenants × 10 end users.
@@ -36,9 +43,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from bifrost.context import DispatchContext
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
-from ratatoskr.sqlite import driver_versions
+from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE
+from ratatoskr.affect.store import rfc3339
+from ratatoskr.sqlite import Database, driver_versions
 
 BATCH = 100
 TENANTS = 100
@@ -117,6 +128,68 @@ def load(store: RatatoskrAffectStore, keys: int, revisions: int, progress: bool)
     }
 
 
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+
+
+def ceiling(path: Path, keys: int, revisions: int, *, commit_only: bool) -> dict[str, Any]:
+    """The same transactions as :func:`load` with their rows made beforehand: SQLite
+    and the disk alone (``commit_only``: one ledger row per transaction)."""
+    db = Database(str(path), plane=PLANE, migrations=MIGRATIONS)
+    table = LEDGER.table
+    result = _json({"replayed": False, "written": BATCH})
+    batch_times: list[float] = []
+    try:
+        for rev in range(1, revisions + 1):
+            for start in range(0, keys, BATCH):
+                now = time.time()
+                stamp = rfc3339(now)
+                ledger = (f"bench/put_many/r{rev}-b{start}", "0" * 64, result, now + 86_400)
+                history, current, scope = [], [], []
+                for i in range(start, min(keys, start + BATCH)):
+                    rec = record(i, rev)
+                    text, scope_text = _json(rec), _json(rec["scope"])
+                    history.append((rec["key"], rev, text, stamp))
+                    current.append((rec["key"], text, scope_text, rev, stamp))
+                    if rev == 1:
+                        scope += [(a, v, rec["key"]) for a, v in rec["scope"].items()]
+                t0 = time.perf_counter()
+                with db.write() as conn:
+                    if not commit_only:
+                        conn.executemany(
+                            "INSERT INTO affect_history (key, revision, record_json,"
+                            " recorded_at) VALUES (?, ?, ?, ?)",
+                            history,
+                        )
+                        conn.executemany(
+                            "INSERT INTO affect_current (key, record_json, scope_json,"
+                            " revision, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key)"
+                            " DO UPDATE SET record_json = excluded.record_json,"
+                            " scope_json = excluded.scope_json, revision = excluded.revision,"
+                            " recorded_at = excluded.recorded_at",
+                            current,
+                        )
+                        if scope:
+                            conn.executemany(
+                                "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)",
+                                scope,
+                            )
+                    conn.execute(
+                        f"INSERT OR REPLACE INTO {table} (idempotency_id, digest, result_json,"
+                        " expires_at) VALUES (?, ?, ?, ?)",
+                        ledger,
+                    )
+                batch_times.append(time.perf_counter() - t0)
+    finally:
+        db.close()
+    written = keys * revisions
+    return {
+        "records_per_s": written / sum(batch_times),
+        "batch_p50_ms": statistics.median(batch_times) * 1e3,
+        "batch_p95_ms": pct(batch_times, 0.95) * 1e3,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=2_000, help="distinct keys (default 2000)")
@@ -126,6 +199,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database file")
     parser.add_argument("--out", help="write the markdown results to this file")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--no-ceiling", action="store_true", help="skip the disk-ceiling runs beside put_many"
+    )
     args = parser.parse_args()
 
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="affect-bench-"))
@@ -177,6 +253,14 @@ def main() -> None:
     finally:
         store.close()
     size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal") if Path(f"{db}{s}").exists())
+    ceilings: dict[str, dict[str, Any]] = {}
+    if not args.no_ceiling:
+        for name, commit_only in (("SQLite alone, same rows", False), ("commit floor", True)):
+            bare = workdir / f"ceiling-{int(commit_only)}.db"
+            print(f"ceiling: {name} ({n:,} keys × {revs} revisions)")
+            ceilings[name] = ceiling(bare, n, revs, commit_only=commit_only)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{bare}{suffix}").unlink(missing_ok=True)
     if not args.keep and not args.dir:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -205,6 +289,21 @@ def main() -> None:
         f"Load: {put['records']:,} records in {put['batches']:,} batches, "
         f"{put['wall_s']:.1f} s wall ({put['records_per_s']:,.0f} records/s inside put_many).",
     ]
+    if ceilings:
+        lines += [
+            "",
+            "The disk's ceiling in the same run (same transactions, rows made beforehand):",
+            "",
+            "| writer | records/s | batch p50 ms | batch p95 ms | put_many ÷ it |",
+            "|---|---|---|---|---|",
+            f"| put_many (the store) | {put['records_per_s']:,.0f} | {put['batch_p50_ms']:.2f}"
+            f" | {put['batch_p95_ms']:.2f} | 1.00 |",
+            *(
+                f"| {name} | {c['records_per_s']:,.0f} | {c['batch_p50_ms']:.2f}"
+                f" | {c['batch_p95_ms']:.2f} | {put['records_per_s'] / c['records_per_s']:.2f} |"
+                for name, c in ceilings.items()
+            ),
+        ]
     text = "\n".join(lines)
     print()
     print(text)
