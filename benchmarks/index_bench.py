@@ -16,8 +16,14 @@ each query interleaved so machine noise hits all alike:
 
 for three filters: unfiltered, one tenant (1%), tenant + end user (0.1%). Every
 index answer is checked against a float64 brute force over the in-scope rows
-(recall and order, ties by chunk_id). Then a file store is written and reopened
-in a fresh process: open → first search, and the store's own search p50s.
+(recall and order, ties by chunk_id). Then a file store is written (its search
+p50s in the writing process) and closed, which leaves its index sidecar current;
+two fresh processes serve it: the first one's peak RSS (``VmHWM``) after every
+mode, the second's Pss and private pages while the first still maps the sidecar
+(what an extra worker costs), then ``store.search`` end to end (as compare.py's
+"ratatoskr (store API)" calls it) beside ``numpy_scope`` in the same process,
+interleaved, as ratios. Last, reopens in fresh processes: open → first search,
+after deleting the sidecar (a rebuild from SQLite) and then mapping it.
 
     .venv/bin/python benchmarks/index_bench.py            # N = 100k
     .venv/bin/python benchmarks/index_bench.py --quick    # N = 10k
@@ -76,7 +82,11 @@ class Data:
         self.user = (np.arange(n) // TENANTS) % USERS
         self.ids = [f"chunk-{i:07d}" for i in range(n)]
         self.scopes = [
-            {"tenant": f"t{int(self.tenant[i]):03d}", "end_user": f"u{int(self.user[i])}"}
+            {
+                "group": f"g{int(self.tenant[i]) // 10}",
+                "tenant": f"t{int(self.tenant[i]):03d}",
+                "end_user": f"u{int(self.user[i])}",
+            }
             for i in range(n)
         ]
 
@@ -217,6 +227,95 @@ print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_search_s": t3 -
 """
 
 
+_SERVE = """
+import json, statistics, sys, time
+import numpy as np
+from ratatoskr.memory import open_memory_store
+
+def memory():
+    out = {}
+    for name in ("status", "smaps_rollup"):
+        for line in open(f"/proc/self/{name}"):
+            key = line.split(":")[0]
+            if key in ("VmHWM", "VmRSS", "Pss", "Private_Clean", "Private_Dirty", "Shared_Clean"):
+                out[key + "_mb"] = round(int(line.split()[1]) / 1024, 1)
+    return out
+
+def brute(matrix, q):
+    scores = matrix @ q
+    top = np.argpartition(-scores, 9)[:10]
+    return top[np.argsort(-scores[top])]
+
+path, dim, work, hold = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+cases = json.load(open(work + "/cases.json"))
+t0 = time.perf_counter()
+store = open_memory_store(path, embedding_dim=dim)
+open_s = time.perf_counter() - t0
+for case in cases:  # serve: every mode, the store alone in the process
+    for scope in case["scopes"].values():
+        store.search(case["q"], top_k=10, scope_all=scope or None, include={"embedding": False})
+print(json.dumps({"open_s": open_s, "serving": memory()}), flush=True)
+time.sleep(hold)
+# Then the store side by side with numpy's per-scope floor (gather the in-scope
+# rows of the float32 matrix, product, argpartition), interleaved query by query.
+unit32 = np.load(work + "/unit32.npy", mmap_mode="r")
+times = {}
+for j, case in enumerate(cases * 3):
+    q32 = np.asarray(case["q32"], dtype=np.float32)
+    for mode in ("tenant", "user"):
+        rows = np.asarray(case["rows"][mode], dtype=np.int64)
+        calls = {
+            "store": lambda: store.search(case["q"], top_k=10, scope_all=case["scopes"][mode],
+                                          include={"embedding": False}),
+            "numpy_scope": lambda: brute(unit32[rows], q32),
+        }
+        for name in (list(calls) if j % 2 else list(calls)[::-1]):
+            a = time.perf_counter()
+            calls[name]()
+            times.setdefault(mode, {}).setdefault(name, []).append(time.perf_counter() - a)
+out = {}
+for mode, by in times.items():
+    p50 = {name: statistics.median(ts) for name, ts in by.items()}
+    out[mode] = {"p50_ms": {k: v * 1e3 for k, v in p50.items()},
+                 "ratio_to_numpy_scope": p50["store"] / p50["numpy_scope"]}
+print(json.dumps({"search": out}), flush=True)
+"""
+
+
+def serve_section(data: Data, nq: int, path: str, workdir: Path) -> dict[str, Any]:
+    """Two fresh processes serving the file: the first one's peak RSS and its store
+    p50s beside numpy's per-scope floor; the second's, opened while the first still
+    holds the sidecar mapped (its Pss and private pages: what an extra worker costs)."""
+    np.save(workdir / "unit32.npy", data.unit32)
+    rng = np.random.default_rng(7)
+    cases = []
+    for q in queries(data, nq, seed=8):
+        t, u = int(rng.integers(0, TENANTS)), int(rng.integers(0, USERS))
+        q64 = unit_float64(q)
+        cases.append(
+            {
+                "q": q.tolist(),
+                "q32": q64.astype(np.float32).tolist(),
+                "scopes": {m: data.scope(m, t, u) for m in MODES},
+                "rows": {m: data.rows(m, t, u).tolist() for m in ("tenant", "user")},  # type: ignore[union-attr]
+            }
+        )
+    (workdir / "cases.json").write_text(json.dumps(cases))
+    argv = [sys.executable, "-c", _SERVE, path, str(DIM), str(workdir)]
+    first = subprocess.Popen([*argv, "30"], stdout=subprocess.PIPE, text=True)
+    assert first.stdout is not None
+    first_serving = json.loads(first.stdout.readline())
+    second = subprocess.run([*argv, "0"], check=True, capture_output=True, text=True)
+    second_lines = [json.loads(line) for line in second.stdout.splitlines()]
+    first.terminate()
+    first.wait()
+    return {
+        "first_worker": first_serving,
+        "second_worker": second_lines[0],
+        "store_vs_numpy_scope": second_lines[1]["search"],
+    }
+
+
 def store_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
     path = str(workdir / "index_bench.db")
     store = open_memory_store(path, embedding_dim=DIM, max_batch=1000)
@@ -252,7 +351,8 @@ def store_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
                 )
             )
             times[mode].append(elapsed)
-    store.close()
+    close_s, _ = timed(store.close)  # leaves the sidecar current (no rebuild at reopen)
+    serve = serve_section(data, nq, path, workdir)
     reopen: list[dict[str, float]] = []
     probe = json.dumps(queries(data, 1, seed=6)[0].tolist())
     # The first reopen finds no sidecar and rebuilds from SQLite (leaving one); the
@@ -269,6 +369,8 @@ def store_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
         reopen.append(json.loads(done.stdout))
     return {
         "write_chunks_per_s": n / write_s,
+        "close_s": close_s,
+        "serve": serve,
         "search_p50_ms": {m: statistics.median(ts) * 1e3 for m, ts in times.items()},
         "reopen": reopen,
         "reopen_rebuild_s": reopen[0]["open_to_first_search_s"],

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -70,8 +69,10 @@ def _layout_key(items: ScopeItems) -> tuple[tuple[str, ...], ScopeItems]:
     return tuple(values.get(axis, "") for axis in _LAYOUT_AXES), items
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A row that may be in the top k, with its approximate score (a tuple: a search
+    makes one per candidate, and a frozen dataclass costs several times as much)."""
+
     chunk_id: str
     score: float
 
