@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from bifrost.errors import InvalidArguments
 from bifrost.idempotency import request_digest
+from bifrost.jsoncodec import _all_finite, _no_int64_overflow
 from bifrost.memory.validation import validate_embedding, validate_upsert
 from bifrost.records import CanonicalBatch, canonical_copy, canonical_record, load_canonical
 
@@ -194,3 +195,22 @@ def test_validate_upsert_keeps_what_was_sent(embedding: list[float], extra: dict
     assert same(chunk.record, slow_copy(record, 0)[2])
     assert same(chunk.embedding, slow_embedding(embedding, 4, "e"))
     assert fast.digest == request_digest([record], None)
+
+
+def every_float(obj: Any, ok: Any) -> bool:
+    """The walk of the codec's checks, one element at a time."""
+    if isinstance(obj, float):
+        return bool(ok(obj))
+    if isinstance(obj, dict):
+        return all(every_float(v, ok) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return all(every_float(v, ok) for v in obj)
+    return True
+
+
+@given(_values | st.lists(_EDGE_FLOATS | _NON_FINITE, max_size=6))
+def test_the_codecs_float_walks_agree_with_one_element_at_a_time(value: Any) -> None:
+    finite = _all_finite(value)
+    assert finite == every_float(value, math.isfinite)
+    if finite:  # what a JSON parse gives: the overflow check never sees a NaN
+        assert _no_int64_overflow(value) == every_float(value, lambda f: abs(f) < 2.0**63)
