@@ -13,13 +13,14 @@ settings (WAL, synchronous=FULL):
   100 (1%), within a tenant + end user (0.1%), with ``scope_any`` over 3
   tenants, and a page deep in the key range (``after_key``);
 - the database file size;
-- the disk's own ceiling for the same bytes, side by side with ``put_many``: the same
-  schema, pragmas (WAL, synchronous=FULL) and one transaction per batch through
-  ``ratatoskr.sqlite``'s Database, writing rows made before the clock starts (the
-  same history, current, scope-index and ledger rows, byte for byte) — SQLite and
-  the disk alone; and the commit floor (one ledger row per transaction: what a
-  synchronous commit costs on this disk whatever it carries). ``--no-ceiling``
-  skips both.
+- the disk's own ceiling for the same bytes, side by side with ``put_many`` (each
+  batch of ``put_many`` followed by the same batch through each, so a shared disk's
+  other load falls on all alike): the same schema, pragmas (WAL, synchronous=FULL)
+  and one transaction per batch through ``ratatoskr.sqlite``'s Database, writing
+  rows made before the clock starts (the same history, current, scope-index and
+  ledger rows, byte for byte) — SQLite and the disk alone; and the commit floor (one
+  ledger row per transaction: what a synchronous commit costs on this disk whatever
+  it carries), each in a file of its own. ``--no-ceiling`` skips both.
 
 Records look like Worldtree's affect state (~350 bytes of JSON): valence,
 arousal, labels, an appraisal note; scopes are 100 tenants × 10 end users.
@@ -102,8 +103,27 @@ def latency(fn: Callable[[int], Any], samples: int, rng: random.Random, n: int) 
     return {"p50_ms": statistics.median(times) * 1e3, "p95_ms": pct(times, 0.95) * 1e3}
 
 
-def load(store: RatatoskrAffectStore, keys: int, revisions: int, progress: bool) -> dict[str, Any]:
+def rates(batch_times: list[float], written: int) -> dict[str, Any]:
+    return {
+        "records": written,
+        "batches": len(batch_times),
+        "records_per_s": written / sum(batch_times),
+        "batch_p50_ms": statistics.median(batch_times) * 1e3,
+        "batch_p95_ms": pct(batch_times, 0.95) * 1e3,
+    }
+
+
+def load(
+    store: RatatoskrAffectStore,
+    keys: int,
+    revisions: int,
+    progress: bool,
+    beside: dict[str, BareWriter] | None = None,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``put_many`` of every batch, each followed by the same batch through each writer
+    of ``beside`` (interleaved, so the disk's other load falls on all of them alike)."""
     batch_times: list[float] = []
+    side_times: dict[str, list[float]] = {name: [] for name in beside or {}}
     total_start = time.perf_counter()
     for rev in range(1, revisions + 1):
         pass_start = time.perf_counter()
@@ -112,82 +132,74 @@ def load(store: RatatoskrAffectStore, keys: int, revisions: int, progress: bool)
             t0 = time.perf_counter()
             store.put_many(records, idempotency_key=f"r{rev}-b{start}", ctx=CTX)
             batch_times.append(time.perf_counter() - t0)
+            for name, writer in (beside or {}).items():
+                side_times[name].append(writer.write(rev, start, keys))
         if progress:
             took = time.perf_counter() - pass_start
-            print(f"  revision {rev}: {keys} records in {took:.1f} s ({keys / took:,.0f}/s)")
-    total = time.perf_counter() - total_start
+            print(f"  revision {rev}: {keys} records in {took:.1f} s")
     written = keys * revisions
-    put_time = sum(batch_times)
-    return {
-        "records": written,
-        "batches": len(batch_times),
-        "wall_s": total,
-        "records_per_s": written / put_time,
-        "batch_p50_ms": statistics.median(batch_times) * 1e3,
-        "batch_p95_ms": pct(batch_times, 0.95) * 1e3,
-    }
+    put = {**rates(batch_times, written), "wall_s": time.perf_counter() - total_start}
+    return put, {name: rates(times, written) for name, times in side_times.items()}
 
 
 def _json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
 
 
-def ceiling(path: Path, keys: int, revisions: int, *, commit_only: bool) -> dict[str, Any]:
-    """The same transactions as :func:`load` with their rows made beforehand: SQLite
-    and the disk alone (``commit_only``: one ledger row per transaction)."""
-    db = Database(str(path), plane=PLANE, migrations=MIGRATIONS)
-    table = LEDGER.table
-    result = _json({"replayed": False, "written": BATCH})
-    batch_times: list[float] = []
-    try:
-        for rev in range(1, revisions + 1):
-            for start in range(0, keys, BATCH):
-                now = time.time()
-                stamp = rfc3339(now)
-                ledger = (f"bench/put_many/r{rev}-b{start}", "0" * 64, result, now + 86_400)
-                history, current, scope = [], [], []
-                for i in range(start, min(keys, start + BATCH)):
-                    rec = record(i, rev)
-                    text, scope_text = _json(rec), _json(rec["scope"])
-                    history.append((rec["key"], rev, text, stamp))
-                    current.append((rec["key"], text, scope_text, rev, stamp))
-                    if rev == 1:
-                        scope += [(a, v, rec["key"]) for a, v in rec["scope"].items()]
-                t0 = time.perf_counter()
-                with db.write() as conn:
-                    if not commit_only:
-                        conn.executemany(
-                            "INSERT INTO affect_history (key, revision, record_json,"
-                            " recorded_at) VALUES (?, ?, ?, ?)",
-                            history,
-                        )
-                        conn.executemany(
-                            "INSERT INTO affect_current (key, record_json, scope_json,"
-                            " revision, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key)"
-                            " DO UPDATE SET record_json = excluded.record_json,"
-                            " scope_json = excluded.scope_json, revision = excluded.revision,"
-                            " recorded_at = excluded.recorded_at",
-                            current,
-                        )
-                        if scope:
-                            conn.executemany(
-                                "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)",
-                                scope,
-                            )
-                    conn.execute(
-                        f"INSERT OR REPLACE INTO {table} (idempotency_id, digest, result_json,"
-                        " expires_at) VALUES (?, ?, ?, ?)",
-                        ledger,
+class BareWriter:
+    """The same transactions as ``put_many`` with their rows made before the clock
+    starts: SQLite and the disk alone (``commit_only``: one ledger row per transaction,
+    the floor of a synchronous commit)."""
+
+    def __init__(self, path: Path, *, commit_only: bool) -> None:
+        self.path = path
+        self.commit_only = commit_only
+        self.db = Database(str(path), plane=PLANE, migrations=MIGRATIONS)
+        self.result = _json({"replayed": False, "written": BATCH})
+
+    def write(self, rev: int, start: int, keys: int) -> float:
+        """One batch; returns the seconds its transaction took."""
+        now = time.time()
+        stamp = rfc3339(now)
+        ledger = (f"bench/put_many/r{rev}-b{start}", "0" * 64, self.result, now + 86_400)
+        history, current, scope = [], [], []
+        for i in range(start, min(keys, start + BATCH)):
+            rec = record(i, rev)
+            text, scope_text = _json(rec), _json(rec["scope"])
+            history.append((rec["key"], rev, text, stamp))
+            current.append((rec["key"], text, scope_text, rev, stamp))
+            if rev == 1:
+                scope += [(a, v, rec["key"]) for a, v in rec["scope"].items()]
+        t0 = time.perf_counter()
+        with self.db.write() as conn:
+            if not self.commit_only:
+                conn.executemany(
+                    "INSERT INTO affect_history (key, revision, record_json, recorded_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    history,
+                )
+                conn.executemany(
+                    "INSERT INTO affect_current (key, record_json, scope_json, revision,"
+                    " recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+                    " record_json = excluded.record_json, scope_json = excluded.scope_json,"
+                    " revision = excluded.revision, recorded_at = excluded.recorded_at",
+                    current,
+                )
+                if scope:
+                    conn.executemany(
+                        "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope
                     )
-                batch_times.append(time.perf_counter() - t0)
-    finally:
-        db.close()
-    written = keys * revisions
-    return {
-        "records_per_s": written / sum(batch_times),
-        "batch_p50_ms": statistics.median(batch_times) * 1e3,
-        "batch_p95_ms": pct(batch_times, 0.95) * 1e3,
-    }
+            conn.execute(
+                f"INSERT OR REPLACE INTO {LEDGER.table} (idempotency_id, digest, result_json,"
+                " expires_at) VALUES (?, ?, ?, ?)",
+                ledger,
+            )
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.db.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
 def main() -> None:
@@ -212,9 +224,15 @@ def main() -> None:
     rng = random.Random(args.seed)
     n, revs = args.keys, args.revisions
     store = open_affect_store(str(db))
+    beside: dict[str, BareWriter] = {}
+    if not args.no_ceiling:
+        beside = {
+            "SQLite alone, same rows": BareWriter(workdir / "ceiling.db", commit_only=False),
+            "commit floor": BareWriter(workdir / "commit-floor.db", commit_only=True),
+        }
     try:
         print(f"loading {n:,} keys × {revs} revisions in batches of {BATCH} into {db}")
-        put = load(store, n, revs, progress=True)
+        put, ceilings = load(store, n, revs, progress=True, beside=beside)
 
         def get(i: int) -> None:
             assert store.get(key_of(i)) is not None
@@ -252,15 +270,9 @@ def main() -> None:
         assert store.list(scope_all=tenant, limit=1)["items"]
     finally:
         store.close()
+        for writer in beside.values():
+            writer.close()
     size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal") if Path(f"{db}{s}").exists())
-    ceilings: dict[str, dict[str, Any]] = {}
-    if not args.no_ceiling:
-        for name, commit_only in (("SQLite alone, same rows", False), ("commit floor", True)):
-            bare = workdir / f"ceiling-{int(commit_only)}.db"
-            print(f"ceiling: {name} ({n:,} keys × {revs} revisions)")
-            ceilings[name] = ceiling(bare, n, revs, commit_only=commit_only)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{bare}{suffix}").unlink(missing_ok=True)
     if not args.keep and not args.dir:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -287,12 +299,14 @@ def main() -> None:
         *(f"| {k} | {v['p50_ms']:.3f} | {v['p95_ms']:.3f} |" for k, v in reads.items()),
         "",
         f"Load: {put['records']:,} records in {put['batches']:,} batches, "
-        f"{put['wall_s']:.1f} s wall ({put['records_per_s']:,.0f} records/s inside put_many).",
+        f"{put['wall_s']:.1f} s wall{' (the ceiling writers interleaved)' if ceilings else ''},"
+        f" {put['records_per_s']:,.0f} records/s inside put_many.",
     ]
     if ceilings:
         lines += [
             "",
-            "The disk's ceiling in the same run (same transactions, rows made beforehand):",
+            "The disk's ceiling in the same run (same transactions, rows made beforehand;"
+            " each batch of put_many followed by the same batch through each writer):",
             "",
             "| writer | records/s | batch p50 ms | batch p95 ms | put_many ÷ it |",
             "|---|---|---|---|---|",
