@@ -158,7 +158,7 @@ class QueryCode:
 def encode_query(query: npt.NDArray[np.floating]) -> QueryCode:
     """The query's code: few, vector-wide numpy calls (this runs once per search)."""
     q = np.asarray(query, dtype=np.float64)
-    scale = float(np.max(np.abs(q))) / 127.0
+    scale = float(np.maximum.reduce(np.abs(q))) / 127.0
     # Any rounding of q / s gives valid codes: the error is measured from them below.
     codes = np.rint(q * (1.0 / scale)).astype(np.int8)
     diff = q - codes * scale

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -328,9 +329,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         out: dict[str, StoredChunk] = {}
         for part in _chunks(ids):
             for chunk_id, record_json, key, blob, revision in conn.execute(
-                "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision"
-                f" FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(part))})",
-                tuple(part),
+                _fetch_sql(len(part)), tuple(part)
             ):
                 out[str(chunk_id)] = StoredChunk(
                     str(record_json),
@@ -339,6 +338,16 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                     int(revision),
                 )
         return out
+
+
+@functools.cache
+def _fetch_sql(n: int) -> str:
+    """The fetch of ``n`` ids (made once per count: a search runs it every time, and
+    the same text finds apsw's prepared statement)."""
+    return (
+        "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision"
+        f" FROM memory_chunks WHERE chunk_id IN ({_placeholders(n)})"
+    )
 
 
 # The name before the PostgreSQL stores arrived (kept: code and tests import it).
