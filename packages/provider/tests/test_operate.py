@@ -142,8 +142,9 @@ def test_backup_refusals_write_nothing(
         settings = config(env, **changes)
         return refusal(lambda: run_backup(settings, plane, str(to), overwrite=False, out=out))
 
-    for target in (planes["memory"], planes["memory"] + "-wal", planes["affect"] + ".replay"):
-        assert backup(target).startswith("--to: ")
+    beside = [planes["memory"] + "-wal", planes["memory"] + "-index", planes["affect"] + ".replay"]
+    for target in (planes["memory"], *beside):  # SQLite's, the memory index's, the replay cache
+        assert backup(target).startswith("--to: "), target
     assert "--overwrite" in backup(tmp_path / "exists.bak")
     assert "directory" in backup(tmp_path / "no" / "x.bak")
     assert "directory" in backup(tmp_path)
@@ -197,6 +198,8 @@ def test_restore_refusals_leave_everything_as_it_was(
     assert "does not exist" in restore("memory", tmp_path / "missing.bak")
     assert "live database" in restore("memory", planes["memory"])
     assert "live database" in restore("affect", planes["memory"])  # another plane's file
+    assert os.path.isfile(planes["memory"] + "-index")  # the memory index's cache
+    assert "live database" in restore("affect", planes["memory"] + "-index")
     assert "snapshot" in restore("vmp", tmp_path / "m.bak")
     assert ":memory:" in restore("affect", tmp_path / "a.bak", affect_db=":memory:")
     line = restore("affect", tmp_path / "a.bak", affect_db=str(tmp_path / "gone" / "a.db"))

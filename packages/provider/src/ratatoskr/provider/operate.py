@@ -97,7 +97,18 @@ def _plane_files(settings: Settings) -> list[str]:
         path = settings.db_path(plane)
         if path != MEMORY_PATH and not is_dsn(path):
             files += [path, f"{path}-wal", f"{path}-shm", f"{path}-journal", replay_path(path)]
+            files += [f"{path}{suffix}" for suffix in entry(plane).beside]
     return files
+
+
+def _not_a_plane_file(settings: Settings, path: str, flag: str) -> None:
+    if _is_one_of(path, _plane_files(settings)):
+        raise ConfigError(f"{flag}: {path} is a plane's live database or a file beside one")
+
+
+def _directory_exists(path: str, named_by: str) -> None:
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ConfigError(f"{named_by}: the directory of {path} does not exist")
 
 
 def _is_one_of(candidate: str, paths: list[str]) -> bool:
@@ -120,10 +131,8 @@ def run_backup(settings: Settings, plane: Plane, dest: str, *, overwrite: bool, 
     setting = db_setting(plane)
     if not os.path.isfile(source):
         raise ConfigError(f"{setting}: {source} does not exist; there is nothing to back up")
-    if _is_one_of(dest, _plane_files(settings)):
-        raise ConfigError(f"--to: {dest} is a plane's database or a file beside one")
-    if not os.path.isdir(os.path.dirname(os.path.abspath(dest))):
-        raise ConfigError(f"--to: the directory of {dest} does not exist")
+    _not_a_plane_file(settings, dest, "--to")
+    _directory_exists(dest, "--to")
     if os.path.isdir(dest):
         raise ConfigError(f"--to: {dest} is a directory; give a file name")
     if os.path.lexists(dest) and not overwrite:
@@ -154,10 +163,8 @@ def run_restore(settings: Settings, plane: Plane, source: str, *, out: TextIO) -
     setting = db_setting(plane)
     if not os.path.isfile(source):
         raise ConfigError(f"--from: {source} does not exist or is not a file")
-    if _is_one_of(source, _plane_files(settings)):
-        raise ConfigError(f"--from: {source} is a plane's live database or a file beside one")
-    if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
-        raise ConfigError(f"{setting}: the directory of {target} does not exist")
+    _not_a_plane_file(settings, source, "--from")
+    _directory_exists(target, setting)
     expected = plane_file(settings, plane)
     # The replay cache is claimed too: a provider has it open whenever it serves the plane.
     also = [replay_path(target)] if entry(plane).takes_tokens else []

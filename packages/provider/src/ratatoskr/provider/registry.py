@@ -38,6 +38,7 @@ from ratatoskr.memory import SqliteMemoryStore, compact_memory_file, open_memory
 from ratatoskr.memory import schema as memory_schema
 from ratatoskr.memory.app import build_memory_plane_app
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from ratatoskr.memory.sidecar import SUFFIX as INDEX_SUFFIX
 from ratatoskr.sqlite import CompactReport, compact_database
 from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
 from ratatoskr.vmp import schema as vmp_schema
@@ -129,6 +130,7 @@ class PlaneEntry(Generic[S]):
     compact_file: Callable[[str, bool, bool], CompactReport] | None = None  # None: the plain one
     wire: PlaneSpec[Any] | None = None  # a Bifrost plane's entry in bifrost.planes; None: own wire
     backup_hint: str | None = None  # what to use instead of backup/restore (None: the file)
+    beside: tuple[str, ...] = ()  # suffixes of the caches the store keeps beside its file
 
     @property
     def db_setting(self) -> str:
@@ -271,6 +273,7 @@ _MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
     # sqlite-vec never reuses a deleted vector's slot: the vector table is rebuilt first.
     compact_file=lambda path, full, vectors: compact_memory_file(path, full=full, vectors=vectors),
     wire=MEMORY_PLANE,
+    beside=(INDEX_SUFFIX,),
 )
 
 _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
