@@ -4,7 +4,7 @@
 by :func:`exact_distances` (int64 limbs), ordered by (distance, record_id) — and
 the pure-Python :func:`squared_l2` beside it. Inputs are random and adversarial:
 duplicates and ties, values at the ends of Q16.16, magnitudes on either side of
-the float64 route's exactness limit, dims on either side of ``WIDE_MAX_DIM``.
+the plain int64 re-score's exactness limit, dims on either side of ``WIDE_MAX_DIM``.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from ratatoskr.vmp.fixedpoint import (
     to_fixed_vector,
 )
 from ratatoskr.vmp.index import (
-    FLOAT64_EXACT,
+    INT64_EXACT,
     WIDE_MAX_DIM,
     ExactIndex,
     IndexView,
     exact_distances,
-    exact_in_float64,
+    exact_in_int64,
 )
 
 DIMS = [1, 2, 3, 16, WIDE_MAX_DIM, WIDE_MAX_DIM + 1, 64]
@@ -127,40 +127,41 @@ def test_near_ties_and_duplicates(case: tuple[int, list[list[int]], list[int], i
     check(rows, query, k, dim)
 
 
-@pytest.mark.parametrize("dim", [2, 16, WIDE_MAX_DIM])
-def test_float64_route_at_its_exactness_limit(dim: int) -> None:
-    # The largest A = Y with dim·(A+Y)² ≤ 2**53: products and partial sums reach the
-    # edge of the exact float64 integers, and the route must still be taken and exact.
-    a = math.isqrt(FLOAT64_EXACT // dim) // 2
-    assert exact_in_float64(dim, a, a)
-    assert not exact_in_float64(dim, a + 1, a + 1)
+@pytest.mark.parametrize("dim", [1, 2, 16, WIDE_MAX_DIM])
+def test_int64_rescore_at_its_exactness_limit(dim: int) -> None:
+    # The largest A = Y with dim·(A+Y)² < 2**63: squares and partial sums reach the
+    # edge of int64, and the plain int64 re-score must still be taken and exact.
+    a = math.isqrt((INT64_EXACT - 1) // dim) // 2
+    assert exact_in_int64(dim, a, a)
+    assert not exact_in_int64(dim, a + 1, a + 1)
     rng = np.random.default_rng(dim)
     signs = rng.choice([-1, 1], size=(300, dim))
     rows = (signs * a - signs * rng.integers(0, 3, size=(300, dim))).tolist()
     rows += rows[:40]  # exact duplicates, tied at every distance
-    query = (signs[7] * a).tolist()
+    query = (-signs[7] * a).tolist()  # every difference near 2·a
     view = view_of(rows, dim)
     assert view.wide is not None and view.max_abs == a
     for k in (1, 10, 50):
         assert view.top_k(query, k) == integer_top_k(rows, query, k)
-    # One unit past the limit: the prefilter + re-score answers, equally exact.
-    past = [[a + 1] * dim, *rows]
-    assert not exact_in_float64(dim, view_of(past, dim).max_abs, a)
+    # Past the limit: the limb re-score answers, equally exact.
+    past = [[Q_MIN] * dim, *rows]
+    assert not exact_in_int64(dim, view_of(past, dim).max_abs, a)
     assert view_of(past, dim).top_k(query, 20) == integer_top_k(past, query, 20)
 
 
 def test_routes_taken() -> None:
-    # Embedding-sized values at dim ≤ WIDE_MAX_DIM go the float64 route; larger dims
-    # keep the float32 matrix only; extreme values at small dims fall back.
+    # Dims up to WIDE_MAX_DIM keep the column-per-record matrix, larger dims the
+    # row-per-record one; embedding-sized values are re-scored in plain int64, extreme
+    # values in limbs.
     unit = [[2**16, -(2**16)] * 8, [0] * 16]
     view = view_of(unit, 16)
     assert view.wide is not None and view.approx is None
-    assert exact_in_float64(16, view.max_abs, 2**16)
+    assert exact_in_int64(16, view.max_abs, 2**16)
     wide_view = view_of([[1] * (WIDE_MAX_DIM + 1)], WIDE_MAX_DIM + 1)
     assert wide_view.wide is None and wide_view.approx is not None
     extreme = view_of([[Q_MIN] * 16, [Q_MAX] * 16], 16)
     assert extreme.max_abs == 2**31  # |Q_MIN|, taken in int64
-    assert not exact_in_float64(16, extreme.max_abs, 0)
+    assert not exact_in_int64(16, extreme.max_abs, 2**31)
 
 
 @pytest.mark.parametrize("dim", [16, WIDE_MAX_DIM, 48])

@@ -58,20 +58,22 @@ def to_fixed_vector(values: object, dim: int) -> list[int]:
 def to_fixed_array(values: object, dim: int) -> npt.NDArray[np.int64]:
     """:func:`to_fixed_vector` as an int64 array: the same integers, the same errors.
 
-    Lists of plain floats and ints (what JSON gives) are converted in one numpy pass:
-    ``v * 65536.0`` is exact in float64 (a power-of-two scaling, far from overflow)
-    and the cast to int64 truncates toward zero, as ``int()`` does. Anything else —
-    other types, or a value the pass finds non-finite or out of range — goes through
-    :func:`to_fixed_vector`, so the error raised is the one it raises.
+    Lists of plain floats and ints (what JSON gives) are checked by Python's own
+    exact comparisons and converted in one numpy pass: a finite ``sum`` means no
+    NaN or infinity (either makes the sum NaN or infinite), after which ``min`` and
+    ``max`` bound every value exactly; ``v * 65536.0`` is exact in float64 (a
+    power-of-two scaling, far from overflow) and the cast to int64 truncates toward
+    zero, as ``int()`` does. Anything else — other types, or a value the pass finds
+    non-finite or out of range — goes through :func:`to_fixed_vector`, so the error
+    raised is the one it raises.
     """
     if type(values) is list and len(values) == dim and _PLAIN_NUMBERS.issuperset(map(type, values)):
         try:
-            real = np.array(values, dtype=np.float64)
+            finite = math.isfinite(sum(values))
         except OverflowError:  # an int too large for a double: out of range
-            real = None
-        # NaN fails both comparisons; ±inf fails one.
-        if real is not None and bool(((real >= MIN_VALUE) & (real <= MAX_VALUE)).all()):
-            return (real * float(SCALE)).astype(np.int64)
+            finite = False
+        if finite and min(values) >= MIN_VALUE and max(values) <= MAX_VALUE:
+            return (np.array(values, dtype=np.float64) * float(SCALE)).astype(np.int64)
     return np.array(to_fixed_vector(values, dim), dtype=np.int64)
 
 

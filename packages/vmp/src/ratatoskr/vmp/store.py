@@ -11,6 +11,7 @@ reloads everything when a restore changed the epoch.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -366,16 +367,20 @@ class VmpStore:
             raise InvalidArgument(f"k must be an integer within 1…{MAX_K}")
         fixed = to_fixed_array(query_vector, self.dim)
         with _storage_errors(), self._db.read() as conn:
+            # Optimistically from the rows held (this process wrote every record so far,
+            # the common case): one statement then reads the hits' metadata and the
+            # counters together, and the answer stands when they say the rows held are
+            # the file's. Otherwise load what is missing, inside the same snapshot.
+            held = self._index.current()
+            if held is not None:
+                epoch, view = held
+                top = view.top_k(fixed, k)
+                counters, metadata = _hits_metadata(conn, top)
+                if counters == (view.fixed.shape[0], epoch):
+                    return _hits(top, metadata)
             top = self._view(conn).top_k(fixed, k)
-            if not top:
-                return []
-            ids = [record_id for record_id, _ in top]
-            marks = ",".join("?" * len(ids))
-            rows = conn.execute(
-                f"SELECT record_id, metadata FROM vmp_records WHERE record_id IN ({marks})", ids
-            ).fetchall()
-        metadata = {int(rid): _loads(text) for rid, text in rows}  # type: ignore[arg-type]
-        return [SearchHit(rid, dist, metadata.get(rid)) for rid, dist in top]
+            _, metadata = _hits_metadata(conn, top)
+        return _hits(top, metadata)
 
     def get_metadata(self, target_id: str) -> Any:
         """The metadata of ``rec:N`` / ``node:N``; None when unset, unknown or malformed."""
@@ -458,6 +463,35 @@ def _counters(conn: apsw.Connection) -> tuple[int, int, int]:
         "SELECT next_record_id, next_node_id, epoch FROM vmp_state WHERE id = 0"
     ).fetchall()[0]
     return int(row[0]), int(row[1]), int(row[2])  # type: ignore[arg-type]
+
+
+@functools.cache
+def _search_sql(hits: int) -> str:
+    """The counters (tag 0) and the metadata of ``hits`` records (tag 1), in one statement:
+    one snapshot, one round through SQLite."""
+    marks = ",".join("?" * hits)
+    return (
+        "SELECT 0, next_record_id, epoch FROM vmp_state WHERE id = 0 UNION ALL"
+        f" SELECT 1, record_id, metadata FROM vmp_records WHERE record_id IN ({marks})"
+    )
+
+
+def _hits_metadata(
+    conn: apsw.Connection, top: list[tuple[int, int]]
+) -> tuple[tuple[int, int], dict[int, Any]]:
+    """``(next_record_id, epoch)`` and the non-null metadata of the ``top`` records."""
+    counters = (-1, -1)
+    metadata: dict[int, Any] = {}
+    for tag, number, value in conn.execute(_search_sql(len(top)), [rid for rid, _ in top]):
+        if not tag:
+            counters = (int(number), int(value))
+        elif value is not None:
+            metadata[int(number)] = codec.loads(str(value))
+    return counters, metadata
+
+
+def _hits(top: list[tuple[int, int]], metadata: dict[int, Any]) -> list[SearchHit]:
+    return [SearchHit(rid, dist, metadata.get(rid)) for rid, dist in top]
 
 
 def _node_kind(conn: apsw.Connection, node_id: int) -> int | None:
