@@ -52,6 +52,10 @@ class Data:
         self.group_of = self.tenant_of // 10
         self.bulk_until = 0
         self.in_bulk = False
+        self.loaded = n  # rows the store holds (fewer after a time-boxed build)
+        self.budget = 0.0  # seconds of loading (0: all N); see batches()
+        self.load_began = time.perf_counter()
+        self.load_s = 0.0
 
     def chunk_id(self, i: int) -> str:
         return f"c{i:07d}"
@@ -81,15 +85,46 @@ class Data:
 
     def batches(self, bulk_size: int = BATCH) -> Iterator[range]:
         """Rows below ``bulk_until`` in the contender's bulk batches (not timed), the
-        rest in batches of 100 (timed); ``in_bulk`` tells which the current one is."""
+        rest in batches of 100 (timed); ``in_bulk`` tells which the current one is.
+
+        Time-boxed (``budget`` seconds from the first batch on, the library's import and
+        setup not counted): once the bulk phase has used ``BULK_SHARE`` of it, the timed
+        batches of 100 start at the row reached (as many as the timed phase would have
+        had) and get the rest of the budget, at least ``(1 - BULK_SHARE) * budget``
+        from there; no batch starts after that. The rows loaded are always a prefix:
+        ``loaded`` counts the rows of the batches the caller finished (it asks for the
+        next one only then).
+        """
         start = 0
-        while start < self.n:
-            self.in_bulk = start < self.bulk_until
-            size = bulk_size if self.in_bulk else BATCH
-            stop = min(self.n, start + size, self.bulk_until if self.in_bulk else self.n)
+        end = self.n
+        timed_rows = self.n - self.bulk_until
+        self.loaded = 0
+        self.load_began = time.perf_counter()
+        deadline = self.load_began + self.budget if self.budget else None
+        bulk_deadline = self.load_began + self.budget * BULK_SHARE if self.budget else None
+        while start < end:
+            now = time.perf_counter()
+            bulk = start < self.bulk_until
+            if bulk and bulk_deadline is not None and now > bulk_deadline:
+                self.bulk_until = start
+                end = min(end, start + timed_rows)
+                bulk = False
+                if deadline is not None:
+                    deadline = max(deadline, now + self.budget * (1 - BULK_SHARE))
+            if deadline is not None and now > deadline:
+                break
+            self.in_bulk = bulk
+            size = bulk_size if bulk else BATCH
+            stop = min(end, start + size, self.bulk_until if bulk else end)
             yield range(start, stop)
-            start = stop
+            start = self.loaded = stop
+        self.load_s = time.perf_counter() - self.load_began
         self.in_bulk = False
+
+
+# Of a time-boxed build's budget, the share its bulk phase may use (the rest: the
+# timed batches of 100 at the size reached).
+BULK_SHARE = 0.85
 
 
 def scope_filter(mode: str, sel: int) -> dict[str, str] | None:
@@ -302,7 +337,7 @@ def lancedb_build(data: Data, store: str, timed: Callable[..., Any]) -> dict[str
     t0 = time.perf_counter()
     table.optimize()
     t1 = time.perf_counter()
-    if data.n >= LANCE_INDEX_FROM:
+    if data.loaded >= LANCE_INDEX_FROM:
         table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_PQ")
     t2 = time.perf_counter()
     table.create_scalar_index("tenant", index_type="BITMAP")
@@ -310,7 +345,7 @@ def lancedb_build(data: Data, store: str, timed: Callable[..., Any]) -> dict[str
     t3 = time.perf_counter()
     return {
         "optimize_s": t1 - t0,
-        "vector_index_s": t2 - t1 if data.n >= LANCE_INDEX_FROM else None,
+        "vector_index_s": t2 - t1 if data.loaded >= LANCE_INDEX_FROM else None,
         "scalar_index_s": t3 - t2,
     }
 
@@ -323,7 +358,7 @@ def lancedb_open(data: Data, store: str) -> tuple[Search, Callable[[], None]]:
 
     def search(q: list[float], q32: np.ndarray, mode: str, sel: int, qid: str) -> list[int]:
         query = table.search(q32).distance_type("cosine").limit(TOP_K)
-        if data.n >= LANCE_INDEX_FROM:  # as in LanceDB's own ANN examples
+        if data.loaded >= LANCE_INDEX_FROM:  # as in LanceDB's own ANN examples
             query = query.nprobes(20).refine_factor(10)
         f = scope_filter(mode, sel)
         if f:
@@ -430,13 +465,17 @@ def do_build(args: argparse.Namespace, data: Data) -> dict[str, Any]:
         return value
 
     os.makedirs(args.store, exist_ok=True)
+    data.budget = args.build_budget
     t0 = time.perf_counter()
     extra = build(data, args.store, timed)
     wall = time.perf_counter() - t0
     return {
         "batch_s": spent,
         "bulk_s": sum(bulk),
-        "bulk_rows": data.bulk_until,
+        "bulk_rows": min(data.bulk_until, data.loaded),
+        "loaded": data.loaded,
+        "load_s": data.load_s,
+        "build_budget_s": args.build_budget,
         "build_wall_s": wall,
         **extra,
     }
@@ -467,22 +506,42 @@ def do_serve(args: argparse.Namespace, data: Data) -> dict[str, Any]:
         if args.queries:
             qs, sels = qs[: args.queries], sels[: args.queries]
         qlists = [q.tolist() for q in qs]
-        for j in range(min(3, len(qs))):  # warm this mode's path
-            search(qlists[j], qs[j], mode, int(sels[j]), f"w{mode}{j}")
-        times: list[float] = []
-        rows: list[list[int]] = []
-        began = time.perf_counter()
-        for j in range(len(qs)):
-            if j >= 10 and args.mode_budget and time.perf_counter() - began > args.mode_budget:
-                break  # bounded: a slow contender answers fewer queries in this mode
-            t = time.perf_counter()
-            got = search(qlists[j], qs[j], mode, int(sels[j]), f"q{mode}{j}")
-            times.append(time.perf_counter() - t)
-            rows.append(got)
-        out["modes"][mode] = {"times": times, "rows": rows}
+        out["modes"][mode] = timed_queries(
+            lambda j, tag, m=mode, ql=qlists, q=qs, s=sels: search(  # type: ignore[misc]
+                ql[j], q[j], m, int(s[j]), f"{tag}{m}{j}"
+            ),
+            len(qs),
+            args.mode_budget,
+            args.min_queries,
+        )
     out["vmhwm_mb"] = vmhwm_mb()
     close()
     return out
+
+
+def timed_queries(
+    search: Callable[[int, str], list[int]], count: int, budget: float, min_queries: int
+) -> dict[str, Any]:
+    """Up to ``count`` timed searches, bounded: after ``min_queries`` none starts once
+    ``budget`` seconds (0: no bound) have gone by; so a slow contender answers fewer
+    queries in the mode (how many is what the report shows). Up to three warm-up
+    searches come first (fewer if they take a quarter of the budget)."""
+    began = time.perf_counter()
+    for j in range(min(3, count)):  # warm this mode's path
+        search(j, "w")
+        if budget and time.perf_counter() - began > budget / 4:
+            break
+    times: list[float] = []
+    rows: list[list[int]] = []
+    began = time.perf_counter()
+    for j in range(count):
+        if j >= min_queries and budget and time.perf_counter() - began > budget:
+            break
+        t = time.perf_counter()
+        got = search(j, "q")
+        times.append(time.perf_counter() - t)
+        rows.append(got)
+    return {"times": times, "rows": rows, "planned": count}
 
 
 def main() -> int:
@@ -496,10 +555,21 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=0, help="cap on queries per mode")
     parser.add_argument("--mode-budget", type=float, default=0, help="seconds per search mode")
     parser.add_argument(
+        "--min-queries", type=int, default=10, help="queries per mode before the budget counts"
+    )
+    parser.add_argument(
         "--timed-upserts", type=int, default=0, help="time only the last K chunks (0: all)"
+    )
+    parser.add_argument(
+        "--build-budget", type=float, default=0, help="seconds of loading (0: load all N)"
+    )
+    parser.add_argument(
+        "--loaded", type=int, default=0, help="serve: rows a time-boxed build loaded"
     )
     args = parser.parse_args()
     data = Data(args.data, args.n)
+    if args.loaded:
+        data.loaded = args.loaded
     result: dict[str, Any] = {"contender": args.contender, "n": args.n}
     if args.phase in ("build", "both"):
         result["build"] = do_build(args, data)

@@ -34,6 +34,14 @@ unless ``--dsn`` names one (then ``--schema`` is created and dropped).
     .venv/bin/python benchmarks/postgres_bench.py            # N = 100k, dim 384
     .venv/bin/python benchmarks/postgres_bench.py --n 10000  # quick
     ... --peer-python none                                   # without LangGraph
+
+At 1M (``make bench-full``, ~12 min) the run is bounded: ``--timed-upserts 10000``
+puts the first 990k chunks into PostgreSQL by ``COPY`` (:func:`copy_prefix`) and
+times only the last 10k through ``upsert_many``; ``--no-sqlite`` leaves out the SQLite
+store (compare.py's 1M table has it); ``--mode-budget`` / ``--min-queries`` stop a
+search mode early (the report says how many ran); ``--peer-budget`` time-boxes
+LangGraph's puts (the report says how many chunks it holds; its recall is against a
+brute force over those).
 """
 
 from __future__ import annotations
@@ -128,6 +136,23 @@ def tenant_name(t: int) -> str:
     return f"tenant-{t:03d}"
 
 
+def exact_top(data: Dataset, q: list[float], rows: Any) -> tuple[list[str], list[float]]:
+    """The float64 top_k of ``rows`` for ``q``, ties by chunk_id, and their scores: the
+    rows scoring at least the k-th best (ties included) sorted, so a full sort of a
+    1M-row scope is never needed."""
+    qu = np.asarray(q, dtype=np.float64)
+    qu /= np.linalg.norm(qu)
+    rows = np.asarray(rows)
+    scores = data.unit64 @ qu if len(rows) == data.n else data.unit64[rows] @ qu
+    k = min(TOP_K, len(rows))
+    if k == 0:
+        return [], []
+    kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+    cand = np.nonzero(scores >= kth)[0]
+    order = sorted(cand.tolist(), key=lambda j: (-scores[j], data.ids[rows[j]]))[:k]
+    return [data.ids[rows[j]] for j in order], [float(scores[j]) for j in order]
+
+
 @dataclass
 class Exactness:
     queries: int = 0
@@ -137,12 +162,8 @@ class Exactness:
     min_rows: int = 1 << 30
 
     def check(self, data: Dataset, rows: list[dict[str, Any]], q: list[float], idx: Any) -> None:
-        qu = np.asarray(q, dtype=np.float64)
-        qu /= np.linalg.norm(qu)
-        scores = data.unit64[idx] @ qu
-        order = sorted(range(len(idx)), key=lambda j: (-scores[j], data.ids[idx[j]]))[:TOP_K]
-        truth = [data.ids[idx[j]] for j in order]
-        truth_score = {data.ids[idx[j]]: float(scores[j]) for j in order}
+        truth, truth_scores = exact_top(data, q, idx)
+        truth_score = dict(zip(truth, truth_scores, strict=True))
         got = [r["chunk_id"] for r in rows]
         self.min_rows = min(self.min_rows, len(got))
         self.queries += 1
@@ -201,14 +222,15 @@ def load(
     data: Dataset,
     limit: int,
     validate: Callable[[list[dict[str, Any]]], Any],
+    first: int = 0,
 ) -> tuple[dict[str, float], float]:
-    """Upsert the first ``limit`` chunks in batches into every store, batch by batch in
-    turn (so machine load hits all alike). Returns chunks/s over each store's calls,
+    """Upsert chunks ``first`` to ``limit`` in batches into every store, batch by batch
+    in turn (so machine load hits all alike). Returns chunks/s over each store's calls,
     and the seconds bifrost's validation (digest included) of the batches takes on its
     own (the part of every store's write path that is not the store's)."""
     spent = dict.fromkeys(stores, 0.0)
     checks = 0.0
-    for b, start in enumerate(range(0, limit, BATCH)):
+    for b, start in enumerate(range(first, limit, BATCH)):
         recs = [data.record(i) for i in range(start, min(limit, start + BATCH))]
 
         seconds, _ = timed(lambda r=recs: validate(r))  # type: ignore[misc]
@@ -217,9 +239,142 @@ def load(
             seconds, _ = timed(lambda r=recs, k=f"{name}-{b}", u=upsert: u(r, k))  # type: ignore[misc]
             spent[name] += seconds
         if b % 100 == 99:
-            rates = ", ".join(f"{n} {(start + BATCH) / t:,.0f}/s" for n, t in spent.items())
+            done = start + BATCH - first
+            rates = ", ".join(f"{n} {done / t:,.0f}/s" for n, t in spent.items())
             print(f"    {start + BATCH:,} chunks: {rates}", flush=True)
-    return {name: limit / t for name, t in spent.items()}, checks
+    return {name: (limit - first) / t for name, t in spent.items()}, checks
+
+
+def copy_prefix(
+    pg: PostgresMemoryStore,
+    dsn: str,
+    schema: str,
+    data: Dataset,
+    upto: int,
+    validate: Callable[[list[dict[str, Any]]], Any],
+) -> float:
+    """The first ``upto`` chunks into the PostgreSQL store's table by one binary
+    ``COPY``: exactly the rows its ``upsert_many`` writes for them (the stored form,
+    scope columns and float32 unit vector; revision 1), without the per-batch ledger
+    entries, which no read uses. Checked: for a sample batch, the rows built here equal
+    what the store's own functions make of the validated records (``stored_form``,
+    ``scope_columns``, ``unit_float32_rows``); after the copy, ``get`` of a sample of
+    the copied ids returns the records. The table's secondary indexes are dropped
+    before and built again after (PostgreSQL's bulk-load advice). Returns the seconds
+    it took: ~25 µs a chunk of Python, the server's ~5,000-6,000 chunks/s here the
+    bound (~3-4 min at 1M, where upsert_many in batches of 1000 would take ~15)."""
+    import struct
+
+    import psycopg
+    from psycopg import sql
+
+    from ratatoskr.memory.postgres.schema import CHUNKS
+    from ratatoskr.memory.records import encode, stored_form, unit_float32_rows
+    from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_columns
+    from ratatoskr.postgres.text import to_db
+
+    def rows_of(start: int, stop: int) -> list[tuple[Any, ...]]:
+        raw = data.raw[start:stop]
+        f64 = raw.astype("<f8")
+        u64 = f64 / np.linalg.norm(f64, axis=1, keepdims=True)
+        units = u64.astype(np.float32)
+        out = []
+        for k, i in enumerate(range(start, stop)):
+            scope = data.scope(i)
+            rest = {"id": data.ids[i], "scope": scope, **data.fields(i)}
+            out.append(
+                (
+                    to_db(data.ids[i]),
+                    *scope_columns(scope),
+                    encode(rest),
+                    "embedding",
+                    f64[k].tobytes(),
+                    units[k],
+                )
+            )
+        return out
+
+    sample = [data.record(i) for i in range(min(upto, BATCH))]
+    validated = validate(sample)
+    mine = rows_of(0, len(sample))
+    units = unit_float32_rows([c.embedding for c in validated.items], data.dim)
+    for chunk, row, unit in zip(validated.items, mine, units, strict=True):
+        form = stored_form(chunk.record)
+        theirs: tuple[Any, ...] = (to_db(chunk.id), *scope_columns(chunk.scope))
+        theirs += (form.record_json, form.embedding_key, form.embedding_f64)
+        if row[:-1] != theirs or not np.array_equal(row[-1], unit):
+            raise RuntimeError(f"chunk {chunk.id}: the COPY row differs from upsert_many's")
+    columns = [
+        "chunk_id",
+        *AXIS_COLUMNS.values(),
+        "record_json",
+        "embedding_key",
+        "embedding_f64",
+        "embedding",
+        "revision",
+        "updated_at",
+    ]
+    statement = sql.SQL("COPY {}.{} ({}) FROM STDIN (FORMAT BINARY)").format(
+        sql.Identifier(schema),
+        sql.Identifier(CHUNKS),
+        sql.SQL(", ").join(map(sql.Identifier, columns)),
+    )
+    # Binary COPY: per field an int32 length (-1: NULL) and the type's binary form;
+    # pgvector's is int16 dim, int16 0, then big-endian float4s.
+    nfields = struct.pack(">h", len(columns))
+    tail = struct.pack(">iqid", 8, 1, 8, time.time())  # revision 1, updated_at
+    vec_head = struct.pack(">iHH", 4 + 4 * data.dim, data.dim, 0)
+    null = struct.pack(">i", -1)
+
+    def field(value: str | bytes | None) -> bytes:
+        if value is None:
+            return null
+        b = value.encode() if isinstance(value, str) else value
+        return struct.pack(">i", len(b)) + b
+
+    def copy_rows(copy: Any) -> None:
+        copy.write(b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0))
+        for start in range(0, upto, 10_000):
+            stop = min(upto, start + 10_000)
+            parts = []
+            for row in rows_of(start, stop):
+                parts.append(nfields)
+                parts.extend(field(v) for v in row[:-1])
+                parts += [vec_head, row[-1].astype(">f4").tobytes(), tail]
+            copy.write(b"".join(parts))
+            if stop % 100_000 == 0 or stop == upto:
+                rate = stop / (time.perf_counter() - started)
+                print(f"    {stop:,} chunks copied ({rate:,.0f}/s)", flush=True)
+        copy.write(struct.pack(">h", -1))
+
+    started = time.perf_counter()
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        # PostgreSQL's advice for a bulk load ("Populating a Database"): the secondary
+        # indexes are dropped and built again, from their own definitions, after it.
+        cur.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s"
+            " AND tablename = %s AND indexname NOT IN (SELECT conname FROM pg_constraint)",
+            (schema, CHUNKS),
+        )
+        indexes = cur.fetchall()
+        for name, _ in indexes:
+            cur.execute(
+                sql.SQL("DROP INDEX {}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+            )
+        with cur.copy(statement) as copy:
+            copy_rows(copy)
+        cur.execute("SET maintenance_work_mem = '1GB'")
+        for _, indexdef in indexes:
+            cur.execute(indexdef)
+    seconds = time.perf_counter() - started
+    print(
+        f"    {upto:,} chunks copied, {len(indexes)} indexes rebuilt: {seconds:,.0f} s", flush=True
+    )
+    picks = sorted({0, upto // 2, upto - 1})
+    for i, got in zip(picks, pg.perform_get([data.ids[i] for i in picks]), strict=True):
+        if {k: v for k, v in got.items() if k != "revision"} != data.record(i):
+            raise RuntimeError(f"the copied chunk {data.ids[i]} reads back differently")
+    return seconds
 
 
 def queries(data: Dataset, rng: np.random.Generator, rows: Any, count: int) -> list[list[float]]:
@@ -323,7 +478,11 @@ def peer_langgraph(work: Path) -> int:
             for name, _ in hnsw:
                 cur.execute(f'DROP INDEX "{name}"')
         put = 0.0
+        budget = float(spec.get("put_budget_s") or 0)
+        loaded = 0
         for start in range(0, data.n, BATCH):
+            if budget and put > budget:
+                break  # time-boxed: it holds the first ``loaded`` chunks
             ops = []
             for i in range(start, min(data.n, start + BATCH)):
                 sc = data.scope(i)
@@ -334,7 +493,9 @@ def peer_langgraph(work: Path) -> int:
             store.batch(ops)
             put += time.perf_counter() - started
             vectors.clear()
-        out["puts_per_s"] = data.n / put
+            loaded = min(data.n, start + BATCH)
+        out["puts_per_s"] = loaded / put
+        out["loaded"], out["put_s"], out["put_budget_s"] = loaded, put, budget
         with store._cursor() as cur:
             cur.execute("SET maintenance_work_mem = '1GB'")
             started = time.perf_counter()
@@ -368,7 +529,7 @@ def peer_langgraph(work: Path) -> int:
 
 
 def run_peer(
-    peer_python: str, dsn: str, data: Dataset, plan: list[Query], work: Path
+    peer_python: str, dsn: str, data: Dataset, plan: list[Query], work: Path, budget: float = 0
 ) -> dict[str, Any]:
     """The peer in its venv on a database of its own; its results."""
     import psycopg
@@ -388,6 +549,7 @@ def run_peer(
         "tenants": data.tenants,
         "users": data.users,
         "queries": [(q.vector, q.namespace) for q in plan],
+        "put_budget_s": budget,
     }
     (work / "plan.json").write_text(json.dumps(spec))
     subprocess.run([peer_python, __file__, "--peer-langgraph", str(work)], check=True)
@@ -409,11 +571,7 @@ def run_peer(
 
 
 def truth_ids(data: Dataset, q: list[float], rows: Any) -> list[str]:
-    qu = np.asarray(q, dtype=np.float64)
-    qu /= np.linalg.norm(qu)
-    scores = data.unit64[rows] @ qu
-    order = sorted(range(len(rows)), key=lambda j: (-scores[j], data.ids[rows[j]]))[:TOP_K]
-    return [data.ids[rows[j]] for j in order]
+    return exact_top(data, q, rows)[0]
 
 
 # -- the main process ----------------------------------------------------------------
@@ -440,6 +598,31 @@ def main() -> int:
     )
     ap.add_argument("--peer-langgraph", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help="write the markdown report here too")
+    ap.add_argument(
+        "--timed-upserts",
+        type=int,
+        default=0,
+        help="upsert (and time) only the last K chunks; the first N-K go in by COPY (0: all)",
+    )
+    ap.add_argument(
+        "--no-sqlite",
+        action="store_true",
+        help="without the SQLite store (at 1M its load alone would take ~10-15 min here;"
+        " compare.py's 1M table has it)",
+    )
+    ap.add_argument(
+        "--mode-budget",
+        type=float,
+        default=0,
+        help="seconds of searching per mode; past it (and --min-queries) a mode stops (0: none)",
+    )
+    ap.add_argument("--min-queries", type=int, default=10, help="queries per mode in any case")
+    ap.add_argument(
+        "--peer-budget",
+        type=float,
+        default=0,
+        help="seconds of LangGraph puts; past them it holds a prefix of the chunks (0: all)",
+    )
     args = ap.parse_args()
     if args.peer_langgraph is not None:
         return peer_langgraph(args.peer_langgraph)
@@ -472,21 +655,39 @@ def main() -> int:
         dsn, schema=args.schema, embedding_dim=args.dim, pool_options=PoolOptions(max_size=2)
     )
     ext = pg.database.run(vector_extension)
-    lite = open_memory_store(str(tmp / "memory.db"), embedding_dim=args.dim)
+    lite = (
+        None
+        if args.no_sqlite
+        else open_memory_store(str(tmp / "memory.db"), embedding_dim=args.dim)
+    )
     peer: dict[str, Any] | None = None
     results = {m: Mode() for m in MODES}
     plan = plan_queries(data, rng, args.queries)
+    bulk = max(0, args.n - args.timed_upserts) if args.timed_upserts else 0
+    args.bulk = bulk
+    args.bulk_s = {}
+
+    def validate(r: list[dict[str, Any]]) -> Any:
+        return validate_upsert(r, None, "k", None, embedding_dim=data.dim, max_batch=1000)
+
+    writers: dict[str, Callable[[list[dict[str, Any]], str], Any]] = {
+        "pg": lambda r, k: pg.upsert_many(r, idempotency_key=k, ctx=ctx)
+    }
+    if lite is not None:
+        writers["sqlite"] = lambda r, k: lite.upsert_many(r, idempotency_key=k, ctx=ctx)
     try:
-        print(f"loading {args.n:,} chunks into each store …", flush=True)
-        rates, checks = load(
-            {
-                "pg": lambda r, k: pg.upsert_many(r, idempotency_key=k, ctx=ctx),
-                "sqlite": lambda r, k: lite.upsert_many(r, idempotency_key=k, ctx=ctx),
-            },
-            data,
-            args.n,
-            lambda r: validate_upsert(r, None, "k", None, embedding_dim=data.dim, max_batch=1000),
-        )
+        if bulk:
+            print(f"copying the first {bulk:,} chunks into PostgreSQL …", flush=True)
+            args.bulk_s["pg"] = copy_prefix(pg, dsn, args.schema, data, bulk, validate)
+            if lite is not None:  # the SQLite store's bulk path: its largest batches
+                print(f"the first {bulk:,} chunks into SQLite, batches of 1000 …", flush=True)
+                started = time.perf_counter()
+                for b, start in enumerate(range(0, bulk, 1000)):
+                    recs = [data.record(i) for i in range(start, min(bulk, start + 1000))]
+                    lite.upsert_many(recs, idempotency_key=f"bulk-{b}", ctx=ctx)
+                args.bulk_s["sqlite"] = time.perf_counter() - started
+        print(f"upserting chunks {bulk:,} to {args.n:,} into each store …", flush=True)
+        rates, checks = load(writers, data, args.n, validate, first=bulk)
         with psycopg.connect(dsn, autocommit=True) as admin:
             # What autovacuum does soon after a bulk load: the planner's statistics and
             # the visibility map index-only scans read.
@@ -496,17 +697,27 @@ def main() -> int:
         print("warming up …", flush=True)
         for query in plan[:: max(1, len(plan) // 40)]:
             pg.search(query.vector, top_k=TOP_K, **query.filters)
-            lite.search(query.vector, top_k=TOP_K, **query.filters)
-        print(f"searching ({len(plan)} queries per store) …", flush=True)
+            if lite is not None:
+                lite.search(query.vector, top_k=TOP_K, **query.filters)
+        print(f"searching (up to {len(plan)} queries per store) …", flush=True)
+        wall = dict.fromkeys(MODES, 0.0)
         for query in plan:
             r = results[query.mode]
+            if (
+                args.mode_budget
+                and len(r.times["pg"]) >= args.min_queries
+                and wall[query.mode] > args.mode_budget
+            ):
+                continue  # this mode's time box is spent
+            began = time.perf_counter()
             q, f, rows = query.vector, query.filters, query.rows
             seconds, got = timed(lambda q=q, f=f: pg.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
             r.times["pg"].append(seconds)
             r.exact["pg"].check(data, got, q, rows)
-            seconds, got = timed(lambda q=q, f=f: lite.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
-            r.times["sqlite"].append(seconds)
-            r.exact["sqlite"].check(data, got, q, rows)
+            if lite is not None:
+                seconds, got = timed(lambda q=q, f=f: lite.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
+                r.times["sqlite"].append(seconds)
+                r.exact["sqlite"].check(data, got, q, rows)
             q32 = np.asarray(q, dtype=np.float64)
             q32 = (q32 / np.linalg.norm(q32)).astype(np.float32)
 
@@ -518,14 +729,17 @@ def main() -> int:
 
             seconds, _ = timed(brute)
             r.times["numpy"].append(seconds)
+            wall[query.mode] += time.perf_counter() - began
         pg.close()
-        lite.close()
+        if lite is not None:
+            lite.close()
         if args.peer_python != "none":
             print(f"LangGraph PostgresStore ({args.peer_python}) …", flush=True)
-            peer = run_peer(args.peer_python, dsn, data, plan, tmp)
+            peer = run_peer(args.peer_python, dsn, data, plan, tmp, args.peer_budget)
     finally:
         pg.close()
-        lite.close()
+        if lite is not None:
+            lite.close()
         if server is not None:
             server.cleanup()
         else:
@@ -555,7 +769,24 @@ def render(
     version: Any,
     ext: Any,
 ) -> tuple[str, dict[str, Any]]:
-    pg_rate, sqlite_rate = rates["pg"], rates["sqlite"]
+    pg_rate, sqlite_rate = rates["pg"], rates.get("sqlite", float("nan"))
+    lite_run = "sqlite" in rates
+    bulk = getattr(args, "bulk", 0)
+    timed_n = args.n - bulk
+    planned = {m: sum(q.mode == m for q in plan) for m in MODES}
+    budget = (
+        f"up to {args.queries} queries per mode or {args.mode_budget:g} s of them, whichever"
+        f" first (at least {args.min_queries}; the PG exact order column counts those run)"
+        if args.mode_budget
+        else f"{args.queries} queries per mode"
+    )
+
+    def ms(x: float) -> str:
+        return "—" if x != x else f"{x * 1e3:.2f} ms"
+
+    def times(r: Mode, store: str) -> float:
+        return p50(r.times[store]) if r.times[store] else float("nan")
+
     lines = [
         "# PostgreSQL memory store vs SQLite store vs numpy"
         f" — N = {args.n:,}, dim {args.dim}, top_k {TOP_K}",
@@ -563,7 +794,16 @@ def render(
         f"PostgreSQL {version[0] if version else '?'}, pgvector {ext[1] if ext else '?'}"
         f" (Unix socket, one process); Python {platform.python_version()}, {os.cpu_count()} CPUs;"
         f" load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())} at the end;"
-        f" {args.queries} queries per mode, interleaved; `{' '.join(sys.argv)}`",
+        f" {budget}, interleaved; `{' '.join(sys.argv)}`",
+    ]
+    if not lite_run:
+        lines += [
+            "",
+            f"The SQLite store is not run here (`--no-sqlite`): loading it with {args.n:,}"
+            " chunks would take this run's whole budget; `compare.py --profile full` (the"
+            " same `make bench-full`) publishes it at 1M.",
+        ]
+    lines += [
         "",
         "| search mode | PG p50 | PG p95 | SQLite p50 | numpy p50 | PG / SQLite | PG / numpy"
         " | PG recall | PG exact order | SQLite recall | max score err (PG) |",
@@ -572,13 +812,16 @@ def render(
     summary: dict[str, Any] = {"n": args.n, "dim": args.dim, "modes": {}}
     for mode in MODES:
         r = results[mode]
-        pg50, lite50, np50 = p50(r.times["pg"]), p50(r.times["sqlite"]), p50(r.times["numpy"])
+        pg50, lite50, np50 = times(r, "pg"), times(r, "sqlite"), times(r, "numpy")
         e, le = r.exact["pg"], r.exact["sqlite"]
+        ran = "" if e.queries == planned[mode] else f" (of {planned[mode]} planned)"
+        lite_ratio = f"{pg50 / lite50:.2f}×" if lite_run else "—"
+        lite_recall = f"{le.recall:.3f}" if lite_run else "—"
         lines.append(
-            f"| {mode} | {pg50 * 1e3:.2f} ms | {p95(r.times['pg']) * 1e3:.2f} ms"
-            f" | {lite50 * 1e3:.2f} ms | {np50 * 1e3:.2f} ms | {pg50 / lite50:.2f}×"
+            f"| {mode} | {ms(pg50)} | {ms(p95(r.times['pg']))}"
+            f" | {ms(lite50)} | {ms(np50)} | {lite_ratio}"
             f" | {pg50 / np50:.1f}× | {e.recall:.3f} | {e.queries - e.order_mismatches}/{e.queries}"
-            f" | {le.recall:.3f} | {e.max_score_err:.1e} |"
+            f"{ran} | {lite_recall} | {e.max_score_err:.1e} |"
         )
         summary["modes"][mode] = {
             "pg_p50_ms": pg50 * 1e3,
@@ -586,42 +829,74 @@ def render(
             "numpy_p50_ms": np50 * 1e3,
             "pg_recall": e.recall,
             "pg_order_mismatches": e.order_mismatches,
+            "pg_queries": e.queries,
             "sqlite_recall": le.recall,
         }
     # The write path without bifrost's validation (same code in both stores).
-    pg_own = args.n / max(1e-9, args.n / pg_rate - checks)
-    sqlite_own = args.n / max(1e-9, args.n / sqlite_rate - checks)
-    checks_rate = args.n / checks
+    pg_own = timed_n / max(1e-9, timed_n / pg_rate - checks)
+    sqlite_own = timed_n / max(1e-9, timed_n / sqlite_rate - checks) if lite_run else float("nan")
+    checks_rate = timed_n / checks
+    which = f" (the last {timed_n:,})" if bulk else ""
     lines += [
         "",
-        "| upsert_many, batches of 100 | chunks/s (store API) | PG / SQLite"
+        f"| upsert_many, batches of 100{which} | chunks/s (store API) | PG / SQLite"
         " | chunks/s without bifrost's validate_upsert |",
         "| --- | --- | --- | --- |",
         f"| PostgreSQL (synchronous_commit=on, fsync on) | {pg_rate:,.0f}"
-        f" | {pg_rate / sqlite_rate:.2f}× | {pg_own:,.0f} |",
-        f"| SQLite (WAL, synchronous=FULL) | {sqlite_rate:,.0f} | 1.00× | {sqlite_own:,.0f} |",
-        f"| bifrost's validate_upsert alone (digest included) | {checks_rate:,.0f} | | |",
+        f" | {f'{pg_rate / sqlite_rate:.2f}×' if lite_run else '—'} | {pg_own:,.0f} |",
     ]
+    if lite_run:
+        lines.append(
+            f"| SQLite (WAL, synchronous=FULL) | {sqlite_rate:,.0f} | 1.00× | {sqlite_own:,.0f} |"
+        )
+    lines.append(f"| bifrost's validate_upsert alone (digest included) | {checks_rate:,.0f} | | |")
+    bulk_s: dict[str, float] = getattr(args, "bulk_s", {})
+    if bulk:
+        how = {
+            "pg": "by one `COPY` of the rows its upsert_many writes (same stored form, scope"
+            " columns and float32 unit vectors, from the store's own functions; no ledger"
+            " entries), checked by reading a sample back",
+            "sqlite": "through upsert_many in batches of 1000",
+        }
+        lines += [
+            "",
+            *(
+                f"The first {bulk:,} chunks went into {'PostgreSQL' if k == 'pg' else 'SQLite'}"
+                f" {how[k]}: {bulk / v:,.0f} chunks/s (not in the upsert rate)."
+                for k, v in bulk_s.items()
+            ),
+        ]
     summary.update(
         pg_chunks_per_s=pg_rate,
         sqlite_chunks_per_s=sqlite_rate,
         pg_without_validation=pg_own,
         sqlite_without_validation=sqlite_own,
         validation_alone=checks_rate,
+        bulk_rows=bulk,
+        bulk_chunks_per_s={k: bulk / v for k, v in bulk_s.items()},
     )
     if peer is not None:
+        loaded = int(peer.get("loaded", data.n))
+        boxed = ""
+        if loaded < data.n:
+            boxed = (
+                f"; **time-boxed: loaded {loaded:,} of {data.n:,} in {peer['put_s']:,.0f} s"
+                f" ({peer['puts_per_s']:,.0f} items/s)** — its puts' budget was"
+                f" {peer['put_budget_s']:,.0f} s; the index, searches and recall below (against"
+                f" a float64 brute force over the same first {loaded:,} chunks) are of those"
+            )
         lines += [
             "",
             f"LangGraph PostgresStore {peer['version']} (same server, own database;"
             f" `{'; '.join(peer['hnsw']) or 'no HNSW index found'}`, built after the load in"
             f" {peer['hnsw_build_s']:.1f} s); puts in batches of {BATCH} without the index:"
-            f" {peer['puts_per_s']:,.0f} items/s",
+            f" {peer['puts_per_s']:,.0f} items/s{boxed}",
             "",
             "| search mode | LangGraph p50 | LangGraph recall@10 | rows returned (min / mean)"
             " | queries short of min(10, in scope) | PG recall@10 | PG rows (min) |",
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]
-        summary["langgraph"] = {}
+        summary["langgraph"] = {"loaded": loaded}
         for mode in MODES:
             picked = [j for j, q in enumerate(plan) if q.mode == mode]
             if plan[picked[0]].namespace is None:
@@ -631,7 +906,8 @@ def render(
             short = 0
             for j in picked:
                 got = peer["keys"][j]
-                truth = truth_ids(data, plan[j].vector, plan[j].rows)
+                rows = np.asarray(plan[j].rows)
+                truth = truth_ids(data, plan[j].vector, rows[rows < loaded])
                 recall.append(len(set(got) & set(truth)) / max(1, len(truth)))
                 counts.append(len(got))
                 secs.append(peer["seconds"][j])
