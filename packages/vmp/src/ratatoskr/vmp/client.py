@@ -15,7 +15,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Any, Self, TypedDict, cast
+from typing import IO, Any, TypedDict, Unpack, cast
 
 import httpx
 
@@ -27,6 +27,7 @@ from ratatoskr.vmp.errors import (
     VmpError,
     error_from_wire,
 )
+from ratatoskr.vmp.interface import ClosesOnExit, UpsertOptions, upsert_fields
 
 # Embedders may return any iterable of numbers (a list, a numpy array, …).
 EmbedFn = Callable[[str], Iterable[float]]
@@ -79,7 +80,7 @@ class HealthResponse(TypedDict):
     records: int
 
 
-class VmpClient:
+class VmpClient(ClosesOnExit):
     """Talks to the VMP routes under ``base_url`` (e.g. ``http://127.0.0.1:8765/vmp``).
 
     ``transport`` replaces httpx's network transport (tests pass one that calls
@@ -103,28 +104,21 @@ class VmpClient:
         self._embed = embed
 
     def close(self) -> None:
+        """Close the HTTP connections. Idempotent."""
         self._http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- vector operations ----------------------------------------------------
 
     def upsert_vector(
-        self,
-        vector: Iterable[float],
-        *,
-        attach_to_document_node: int | None = None,
-        tags: Sequence[str] | None = None,
-        metadata: Any = None,
+        self, vector: Iterable[float], **options: Unpack[UpsertOptions]
     ) -> UpsertVectorResponse:
-        """``mem.upsert_vector``.
+        """``mem.upsert_vector``; ``options``: ``attach_to_document_node``, ``tags``,
+        ``metadata`` (:class:`~ratatoskr.vmp.interface.UpsertOptions`).
 
-        Raises DimMismatch, InvalidArgument, NotFound (unknown document), CapacityExceeded.
+        Raises DimMismatch, InvalidArgument, NotFound (unknown document), CapacityExceeded;
+        TypeError for another keyword.
         """
+        attach_to_document_node, tags, metadata = upsert_fields(options)
         payload: dict[str, Any] = {"vector": _numbers(vector)}
         if attach_to_document_node is not None:
             payload["attach_to_document_node"] = attach_to_document_node

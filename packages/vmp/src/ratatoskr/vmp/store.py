@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any, Unpack
 
 import apsw
 import numpy as np
@@ -41,6 +41,7 @@ from ratatoskr.vmp.errors import (
 )
 from ratatoskr.vmp.fixedpoint import MAX_DIM, score_of, to_fixed_array, to_fixed_vector
 from ratatoskr.vmp.index import ExactIndex, IndexView, Int32Matrix
+from ratatoskr.vmp.interface import ClosesOnExit, UpsertOptions, upsert_fields
 from ratatoskr.vmp.schema import (
     EDGE_PARENT_OF,
     MIGRATIONS,
@@ -163,7 +164,7 @@ def _storage_errors() -> _StorageErrors:
     return _STORAGE_ERRORS
 
 
-class VmpStore:
+class VmpStore(ClosesOnExit):
     """One VMP memory. Thread-safe; use :func:`open_vmp_store` to get one."""
 
     def __init__(self, db: Database, *, dim: int, max_records: int) -> None:
@@ -185,36 +186,27 @@ class VmpStore:
             return None
         return os.path.dirname(os.path.abspath(self._db.path))
 
-    # -- context management -------------------------------------------------
-
     def close(self) -> None:
         """Close the database; later calls fail with INTERNAL_ERROR. Idempotent."""
         self._db.close()
         self._index.invalidate()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- writes ---------------------------------------------------------------
 
     def upsert_vector(
-        self,
-        vector: Sequence[float],
-        *,
-        attach_to_document_node: int | None = None,
-        tags: Sequence[str] | None = None,
-        metadata: Any = None,
+        self, vector: Sequence[float], **options: Unpack[UpsertOptions]
     ) -> UpsertResult:
         """Store one vector as a new record with a chunk node, in one transaction.
 
-        Without ``attach_to_document_node`` a new document node is created first.
+        ``options``: ``attach_to_document_node``, ``tags``, ``metadata``
+        (:class:`~ratatoskr.vmp.interface.UpsertOptions`). Without
+        ``attach_to_document_node`` a new document node is created first.
         Raises DimMismatch (length ≠ dim), InvalidArgument (types, range),
         NotFound (``attach_to_document_node`` is not a document node; nothing is
-        written), CapacityExceeded (``max_records`` reached or disk full).
+        written), CapacityExceeded (``max_records`` reached or disk full); TypeError
+        for another keyword.
         """
+        attach_to_document_node, tags, metadata = upsert_fields(options)
         fixed = to_fixed_vector(vector, self.dim)
         document = _check_u32(attach_to_document_node, "attach_to_document_node")
         tags_json = _tags_json(tags)
