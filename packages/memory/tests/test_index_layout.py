@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bifrost.scope import SCOPE_LATTICE
+from ratatoskr.memory import quantized
 from ratatoskr.memory.index import VectorIndex, _layout_key, scope_items
 from ratatoskr.memory.records import exact_scores, unit_float32_rows, unit_float64
 
@@ -125,3 +127,34 @@ def test_moving_segments_and_compaction_reclaim_space() -> None:
     index.compact()
     assert index._end == len(model) < before
     check_against_model(index, model, rng)
+
+
+def test_loading_coded_rows_gives_the_index_loading_unit_rows_gives() -> None:
+    """A rebuild codes rows in read order and lays the codes out (load_coded); it must
+    be the index that coding rows already laid out gives (load_units), bit for bit."""
+    n = 2500
+    rng = np.random.default_rng(9)
+    ids = [f"c{i:05d}" for i in rng.permutation(n)]
+    scopes = [scope_items({"tenant": f"t{i % 5}", "end_user": f"u{i % 3}"}) for i in range(n)]
+    units = unit_float32_rows(rng.standard_normal((n, DIM)).tolist(), DIM)
+    by_units = VectorIndex(DIM)
+    by_units.load_units(ids, units, scopes)
+    codes = quantized.encode(units)
+    by_codes = VectorIndex(DIM)
+    arrays: list[npt.NDArray[Any]] = [
+        codes.codes.copy(),
+        codes.resid.copy(),
+        codes.scale.copy(),
+        codes.scale2.copy(),
+    ]
+    errors = (float(codes.err1.max()), float(codes.err2.max()))
+    by_codes.load_coded(ids, arrays, scopes, errors)
+    assert arrays == []  # consumed
+    a, b = by_units.image(), by_codes.image()
+    assert (a.ids, a.classes, a.err1_max, a.err2_max) == (b.ids, b.classes, b.err1_max, b.err2_max)
+    for x, y in ((a.codes, b.codes), (a.resid, b.resid), (a.scale, b.scale), (a.scale2, b.scale2)):
+        assert x.tobytes() == y.tobytes()
+    model = {
+        cid: (units[i].astype(np.float64).tolist(), dict(scopes[i])) for i, cid in enumerate(ids)
+    }
+    check_against_model(by_codes, model, rng)

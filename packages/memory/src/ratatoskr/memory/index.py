@@ -202,11 +202,7 @@ class VectorIndex:
     def load_units(self, ids: list[str], units: Vector, scopes: list[ScopeItems]) -> None:
         """Replace the whole content with float32 unit rows, laid out class by class."""
         n = len(ids)
-        class_of: dict[ScopeItems, list[int]] = {}
-        for i, items in enumerate(scopes):
-            class_of.setdefault(items, []).append(i)
-        order_lists = [class_of[items] for items in sorted(class_of, key=_layout_key)]
-        order = np.fromiter((i for rows in order_lists for i in rows), dtype=np.int64, count=n)
+        order, classes = self._layout(scopes)
         self._reset(max(n, 16))
         for start in range(0, n, 8192):
             picked = order[start : start + 8192]
@@ -214,11 +210,52 @@ class VectorIndex:
             stop = start + picked.size
             self._store_block(start, stop, codes)
             self._note_errors(codes)
+        self._lay_out(ids, order, classes)
+
+    def load_coded(
+        self,
+        ids: list[str],
+        arrays: list[npt.NDArray[Any]],
+        scopes: list[ScopeItems],
+        errors: tuple[float, float],
+    ) -> None:
+        """Replace the whole content with rows already coded in the order of ``ids``:
+        ``arrays`` is ``[codes, resid, scale, scale2]`` as :func:`quantized.encode`
+        gives them, ``errors`` the largest stage-1 and stage-2 errors among them.
+
+        Consumes ``arrays`` (the caller keeps no other reference): each array is
+        dropped once its rows are laid out class by class, so a rebuild holds one
+        array twice at a time, never all of them.
+        """
+        n = len(ids)
+        order, classes = self._layout(scopes)
+        self._reset(max(n, 16))  # zeroed pages: resident only once written
+        for dst in (self._codes, self._resid, self._scale, self._scale2):
+            src = arrays.pop(0)
+            np.take(src, order, axis=0, out=dst[:n])
+            del src
+        self._err1_max, self._err2_max = errors
+        self._lay_out(ids, order, classes)
+
+    @staticmethod
+    def _layout(scopes: list[ScopeItems]) -> tuple[Rows, list[tuple[ScopeItems, int]]]:
+        """The rows in layout order, and the classes in that order with their counts."""
+        class_of: dict[ScopeItems, list[int]] = {}
+        for i, items in enumerate(scopes):
+            class_of.setdefault(items, []).append(i)
+        ordered = sorted(class_of, key=_layout_key)
+        order = np.fromiter(
+            (i for items in ordered for i in class_of[items]), dtype=np.int64, count=len(scopes)
+        )
+        return order, [(items, len(class_of[items])) for items in ordered]
+
+    def _lay_out(self, ids: list[str], order: Rows, classes: list[tuple[ScopeItems, int]]) -> None:
+        """Ids, rows and segments of rows just stored in layout ``order``."""
+        n = len(ids)
         self._ids = [ids[int(i)] for i in order]
         self._row = {chunk_id: row for row, chunk_id in enumerate(self._ids) if chunk_id}
         start = 0
-        for items in sorted(class_of, key=_layout_key):
-            count = len(class_of[items])
+        for items, count in classes:
             cls = self._new_class(items, start, count, count)
             self._class_of_row[start : start + count] = cls
             start += count

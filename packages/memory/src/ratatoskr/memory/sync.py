@@ -25,13 +25,15 @@ import apsw
 import numpy as np
 
 from bifrost.memory.validation import SearchQuery
-from ratatoskr.memory import changes, sidecar
+from ratatoskr.memory import changes, quantized, sidecar
 from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items, unit_float32
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.sqlite import codec
 
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
+# Rows a rebuild normalises and codes at once: its float64 temporaries stay ~20 MB.
+_RELOAD_BLOCK = 2048
 
 
 def _count(conn: apsw.Connection) -> int:
@@ -174,26 +176,45 @@ class SyncedIndex:
     def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
         """Rebuild the index from the database snapshot of ``conn``; lock held.
 
-        One pass over ``memory_chunks``: the float64 blob of each chunk (binary form)
-        goes into a block, a block at a time is normalised into a preallocated float32
-        matrix; only chunks stored as JSON (an int in the embedding) read their unit
-        vector from vec0. Raises RuntimeError when vec0 and the chunks disagree.
+        One pass over ``memory_chunks``: the float64 blobs of a block of chunks (binary
+        form) are made unit float32 rows and coded at once, into code arrays in read
+        order (never a float32 matrix of the whole store: a rebuild's peak is the codes
+        twice over, while they are laid out class by class); only chunks stored as JSON
+        (an int in the embedding) read their unit vector from vec0, and are coded
+        again from it. Raises RuntimeError when vec0 and the chunks disagree.
         """
         total = _count(conn)
-        units = np.empty((total, self.dim), dtype=np.float32)
+        # Zeroed pages: resident only once a block is written.
+        arrays: list[np.ndarray[Any, Any]] = [
+            np.zeros((total, self.dim), dtype=np.int8),
+            np.zeros((total, self.dim), dtype=np.int8),
+            np.zeros(total, dtype=np.float64),
+            np.zeros(total, dtype=np.float64),
+        ]
+        errors = [0.0, 0.0]
         ids: list[str] = []
         scopes: list[ScopeItems] = []
         # Chunks share few distinct scopes: parse each once, and let rows share it.
         parsed: dict[str, ScopeItems] = {}
         json_rows: list[int] = []
         block: list[bytes] = []
-        # A stand-in for a JSON-form row until vec0 gives its vector (any non-zero row).
+        # A stand-in for a JSON-form row until vec0 gives its vector (any non-zero row;
+        # its coding errors count in the maxima, and a larger bound is still a bound).
         filler = np.ones(self.dim, dtype="<f8").tobytes()
+
+        def store(start: int, units: np.ndarray[Any, Any], rows: Any) -> None:
+            codes = quantized.encode(units)
+            for dst, src in zip(
+                arrays, (codes.codes, codes.resid, codes.scale, codes.scale2), strict=True
+            ):
+                dst[rows if rows is not None else slice(start, start + len(units))] = src
+            errors[0] = max(errors[0], float(codes.err1.max()))
+            errors[1] = max(errors[1], float(codes.err2.max()))
 
         def flush() -> None:
             start = len(ids) - len(block)
             raw = np.frombuffer(b"".join(block), dtype="<f8").reshape(len(block), self.dim)
-            units[start : len(ids)] = _unit_rows(raw)
+            store(start, _unit_rows(raw), None)
             block.clear()
 
         for cid, sj, blob in conn.execute(
@@ -208,21 +229,28 @@ class SyncedIndex:
             ids.append(str(cid))
             scopes.append(items)
             block.append(filler if blob is None else blob)
-            if len(block) == 8192:
+            if len(block) == _RELOAD_BLOCK:
                 flush()
         if block:
             flush()
-        for row in json_rows:
-            found = conn.execute(
-                "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (ids[row],)
-            ).fetchall()
-            if not found:
-                raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
-            units[row] = unit_float32(np.frombuffer(found[0][0], dtype=np.float32))  # type: ignore[arg-type]
-        vec_total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
-        if len(ids) != total or vec_total != total:
+        if len(ids) != total:
             raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
-        self.index.load_units(ids, units, scopes)
+        if json_rows:
+            units = np.empty((len(json_rows), self.dim), dtype=np.float32)
+            for j, row in enumerate(json_rows):
+                found = conn.execute(
+                    "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (ids[row],)
+                ).fetchall()
+                if not found:
+                    raise RuntimeError(
+                        "memory_vec and memory_chunks disagree; run `ratatoskr doctor`"
+                    )
+                units[j] = unit_float32(np.frombuffer(found[0][0], dtype=np.float32))  # type: ignore[arg-type]
+            store(0, units, np.asarray(json_rows, dtype=np.int64))
+        vec_total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
+        if vec_total != total:
+            raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
+        self.index.load_coded(ids, arrays, scopes, (errors[0], errors[1]))
         self.index.seq = db_seq
 
 
