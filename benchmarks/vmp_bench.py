@@ -1,8 +1,9 @@
 """VMP plane benchmark: ``ratatoskr.vmp`` (store directly and over HTTP) against
 Valori's own embedded kernel (PyPI ``valoricore``, local mode) on the same VMP
 operations — ``upsert_vector`` and ``search_vector`` (k = 10) — at 10k records,
-dims 16, 32, 64 and 384 (either side of the index's two routes: exact float64 up
-to dim 32, float32 prefilter + integer re-score above).
+dims 16, 32, 64 and 384 (either side of the index's two prefilter kernels: a BLAS
+product over one float32 column per record up to dim 32, simsimd over one row per
+record above; both followed by an exact integer re-score of the candidates).
 
 For each dimension, the same unit vectors go into both stores:
 
