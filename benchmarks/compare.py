@@ -313,7 +313,7 @@ def fill_build(row: Row, build: dict[str, Any]) -> None:
         row.upsert_note = f"last {chunks:,}"
         row.extra["bulk_rate"] = build["bulk_rows"] / build["bulk_s"]
         row.extra["bulk_rows"] = build["bulk_rows"]
-    for key in ("optimize_s", "vector_index_s", "scalar_index_s"):
+    for key in ("optimize_s", "vector_index_s", "vector_index_abandoned_s", "scalar_index_s"):
         if key in build:
             row.extra[key] = build[key]
 
@@ -858,11 +858,17 @@ def notes(rows: list[Row]) -> list[str]:
             )
         if r.contender == "lancedb" and "optimize_s" in r.extra:
             index = r.extra.get("vector_index_s")
-            ann = (
-                f"the IVF_PQ index {index:.1f} s"
-                if index is not None
-                else "no ANN index (its docs: none needed up to ~100k rows; flat exact scan)"
-            )
+            abandoned = r.extra.get("vector_index_abandoned_s")
+            if index is not None:
+                ann = f"the IVF_PQ index {index:.1f} s"
+            elif abandoned:
+                ann = (
+                    f"the IVF_PQ index was abandoned after {abandoned:,.0f} s, its time box"
+                    " (250k rows took 140 s here), so it searched with LanceDB's flat exact"
+                    " scan"
+                )
+            else:
+                ann = "no ANN index (its docs: none needed up to ~100k rows; flat exact scan)"
             out.append(
                 f"- LanceDB at N = {r.n:,}: after the load, `optimize()` took"
                 f" {r.extra['optimize_s']:.1f} s; {ann}; the two BITMAP indexes"

@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -337,17 +338,35 @@ def lancedb_build(data: Data, store: str, timed: Callable[..., Any]) -> dict[str
     t0 = time.perf_counter()
     table.optimize()
     t1 = time.perf_counter()
-    if data.loaded >= LANCE_INDEX_FROM:
-        table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_PQ")
-    t2 = time.perf_counter()
     table.create_scalar_index("tenant", index_type="BITMAP")
     table.create_scalar_index("group", index_type="BITMAP")
-    t3 = time.perf_counter()
-    return {
-        "optimize_s": t1 - t0,
-        "vector_index_s": t2 - t1 if data.loaded >= LANCE_INDEX_FROM else None,
-        "scalar_index_s": t3 - t2,
-    }
+    t2 = time.perf_counter()
+    out: dict[str, Any] = {"optimize_s": t1 - t0, "scalar_index_s": t2 - t1}
+    if data.loaded >= LANCE_INDEX_FROM:
+        # Time-boxed like the load (IVF_PQ over 250k rows took 140 s on these 2 shared
+        # cores, so ~9 min at 1M): past the budget the build is abandoned (nothing is
+        # committed: the process exits without waiting for it) and the table is
+        # searched without it, LanceDB's flat exact scan; the report says which.
+        done = threading.Event()
+
+        def index() -> None:
+            try:
+                table.create_index(
+                    metric="cosine", vector_column_name="vector", index_type="IVF_PQ"
+                )
+                Path(store, LANCE_ANN_MARK).write_text("IVF_PQ")
+            finally:
+                done.set()
+
+        threading.Thread(target=index, daemon=True).start()
+        if done.wait(data.budget or None):
+            out["vector_index_s"] = time.perf_counter() - t2
+        else:
+            out["vector_index_abandoned_s"] = data.budget
+    return out
+
+
+LANCE_ANN_MARK = "lance-ann-index"  # written once LanceDB's IVF_PQ index exists
 
 
 def lancedb_open(data: Data, store: str) -> tuple[Search, Callable[[], None]]:
@@ -355,10 +374,11 @@ def lancedb_open(data: Data, store: str) -> tuple[Search, Callable[[], None]]:
 
     db = lancedb.connect(os.path.join(store, "lance"))
     table = db.open_table("bench")
+    indexed = Path(store, LANCE_ANN_MARK).exists()
 
     def search(q: list[float], q32: np.ndarray, mode: str, sel: int, qid: str) -> list[int]:
         query = table.search(q32).distance_type("cosine").limit(TOP_K)
-        if data.loaded >= LANCE_INDEX_FROM:  # as in LanceDB's own ANN examples
+        if indexed:  # as in LanceDB's own ANN examples
             query = query.nprobes(20).refine_factor(10)
         f = scope_filter(mode, sel)
         if f:
@@ -576,6 +596,8 @@ def main() -> int:
     if args.phase in ("serve", "both"):
         result["serve"] = do_serve(args, data)
     Path(args.out).write_text(json.dumps(result))
+    if result.get("build", {}).get("vector_index_abandoned_s"):
+        os._exit(0)  # an abandoned index build is still running: do not wait for it
     return 0
 
 
