@@ -51,6 +51,7 @@ import importlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -747,6 +748,9 @@ def main() -> int:
                 admin.execute(
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(args.schema))
                 )
+        shutil.rmtree(
+            tmp, ignore_errors=True
+        )  # the SQLite store, the peer's raw.npy (1.5 GB at 1M)
 
     report, summary = render(args, data, results, plan, peer, rates, checks, version, ext)
     print()
