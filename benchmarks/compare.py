@@ -266,6 +266,7 @@ class Row:
     upsert_rate: float = float("nan")  # chunks/s in batches of 100
     upsert_batch_p50: float = float("nan")
     upsert_note: str = ""
+    write_bytes_per_chunk: float = float("nan")  # storage writes during the timed upserts
     search: dict[str, tuple[float, float]] = field(default_factory=dict)  # mode -> (p50, p99)
     recall: dict[str, float] = field(default_factory=dict)
     reopen_s: float = float("nan")
@@ -309,6 +310,8 @@ def fill_build(row: Row, build: dict[str, Any]) -> None:
     chunks = loaded - build.get("bulk_rows", 0)
     row.upsert_rate = chunks / sum(spent) if spent else float("nan")
     row.upsert_batch_p50 = p50(spent)
+    if build.get("timed_write_bytes") is not None and spent:
+        row.write_bytes_per_chunk = build["timed_write_bytes"] / chunks
     if build.get("bulk_rows"):
         row.upsert_note = f"last {chunks:,}"
         row.extra["bulk_rate"] = build["bulk_rows"] / build["bulk_s"]
@@ -740,6 +743,8 @@ def behind(row: Row, base: Row) -> list[str]:
     out = []
     if row.upsert_rate > base.upsert_rate:
         out.append("upsert")
+    if row.write_bytes_per_chunk < base.write_bytes_per_chunk:
+        out.append("bytes written")
     for mode in MODES:
         if (
             mode in row.search
@@ -764,16 +769,22 @@ def table(rows: list[Row], n: int) -> list[str]:
     lines = [
         f"### N = {n:,} chunks",
         "",
-        "| contender | upsert, batches of 100 (chunks/s) | search p50 / p99 ms: unfiltered"
+        "| contender | upsert, batches of 100 (chunks/s) | KB written per chunk"
+        " | search p50 / p99 ms: unfiltered"
         " | 1% (one tenant) | 10% (one group) | recall@10 (unf. / 1% / 10%) | reopen s"
         " | peak RSS MB | ratatoskr behind on |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in these:
         if r.error:
-            lines.append(f"| {LABELS[r.contender]} | {r.error} | | | | | | | |")
+            lines.append(f"| {LABELS[r.contender]} | {r.error} | | | | | | | | |")
             continue
         b = base if base is not None and r is not base else None
+        wrote = "—"
+        if r.write_bytes_per_chunk == r.write_bytes_per_chunk:
+            wrote = f"{r.write_bytes_per_chunk / 1024:,.1f}"
+            if b:
+                wrote += ratio(r.write_bytes_per_chunk, b.write_bytes_per_chunk)
         up = (
             "—"
             if r.upsert_note == "—" or r.upsert_rate != r.upsert_rate
@@ -805,7 +816,8 @@ def table(rows: list[Row], n: int) -> list[str]:
         rss = f"{r.rss_mb:,.0f}" + (ratio(r.rss_mb, b.rss_mb) if b else "")
         lag = ", ".join(behind(r, b)) if b else ""
         lines.append(
-            f"| {LABELS[r.contender]} | {up} | {cells[0]} | {cells[1]} | {cells[2]} | {rec}"
+            f"| {LABELS[r.contender]} | {up} | {wrote} | {cells[0]} | {cells[1]} | {cells[2]}"
+            f" | {rec}"
             f" | {reopen} | {rss} | {lag or '—'} |"
         )
     lines.append("")
@@ -1059,7 +1071,9 @@ def report(
         "Ratios in parentheses are contender ÷ ratatoskr's store API: above 1× is slower"
         " (or bigger) than ratatoskr for latency, reopen and RSS; below 1× is slower for"
         " upsert throughput. The last column names every measure on which the contender"
-        " beats ratatoskr's store API.",
+        " beats ratatoskr's store API. KB written per chunk: what the contender's process"
+        " caused to be written to storage (`write_bytes` of /proc/self/io: WAL, checkpoint,"
+        " files rewritten) during its timed batches, divided by the chunks in them.",
         "",
     ]
     for n in sorted({r.n for r in rows}):

@@ -136,6 +136,20 @@ def scope_filter(mode: str, sel: int) -> dict[str, str] | None:
     return None
 
 
+def written_bytes() -> int:
+    """Bytes this process (every thread) has caused to be written to storage so far:
+    ``write_bytes`` of ``/proc/self/io``, counted when a page is dirtied, so a WAL
+    append, a checkpoint's copy into the database and a file rewrite all count,
+    whenever the kernel later writes them back. -1 where the kernel does not say."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
 def vmhwm_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -476,12 +490,17 @@ def do_build(args: argparse.Namespace, data: Data) -> dict[str, Any]:
     build, _ = CONTENDERS[args.contender]
     spent: list[float] = []
     bulk: list[float] = []
+    written = [0]  # bytes written to storage during the timed batches
     data.bulk_until = max(0, data.n - args.timed_upserts) if args.timed_upserts else 0
 
     def timed(fn: Callable[[], Any]) -> Any:
+        in_bulk = data.in_bulk
+        w0 = written_bytes()
         t0 = time.perf_counter()
         value = fn()
-        (bulk if data.in_bulk else spent).append(time.perf_counter() - t0)
+        (bulk if in_bulk else spent).append(time.perf_counter() - t0)
+        if not in_bulk and w0 >= 0:
+            written[0] += written_bytes() - w0
         return value
 
     os.makedirs(args.store, exist_ok=True)
@@ -491,6 +510,7 @@ def do_build(args: argparse.Namespace, data: Data) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     return {
         "batch_s": spent,
+        "timed_write_bytes": written[0] if written_bytes() >= 0 else None,
         "bulk_s": sum(bulk),
         "bulk_rows": min(data.bulk_until, data.loaded),
         "loaded": data.loaded,
