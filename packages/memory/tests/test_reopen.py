@@ -15,7 +15,7 @@ import pytest
 
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store, sidecar
-from ratatoskr.memory.sync import SyncedIndex
+from ratatoskr.memory.sync import SyncedIndex, cache_verdict
 from ratatoskr.sqlite.crashtest import kill_mid_stream
 
 from .crash_writer import DIM, batch
@@ -256,3 +256,29 @@ def test_a_failed_sidecar_write_at_close_still_closes(
     store.close()
     monkeypatch.undo()
     assert answers(db) == rebuilt(db, tmp_path)
+
+
+def test_cache_verdict_judges_a_sidecar_as_the_next_open_would(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    fill(path, 0, 4)
+    store = open_memory_store(path, embedding_dim=DIM)
+
+    def verdict() -> str:
+        with store.database.read() as conn:
+            return cache_verdict(conn, DIM).status
+
+    assert verdict() == "current"
+    with store.database.read() as conn:
+        assert cache_verdict(conn, DIM + 1).status == "rebuild"  # another dimension
+    saved = Path(path + sidecar.SUFFIX).read_bytes()
+    store.upsert_many(batch(9), idempotency_key="later", ctx=CTX)
+    assert verdict() == "behind"
+    other = str(tmp_path / "other.db")
+    fill(other, 0, 4)
+    shutil.copyfile(other + sidecar.SUFFIX, path + sidecar.SUFFIX)  # another database's
+    assert verdict() == "rebuild"
+    Path(path + sidecar.SUFFIX).write_bytes(saved[:-1])  # torn
+    assert verdict() == "rebuild"
+    os.unlink(path + sidecar.SUFFIX)
+    assert verdict() == "rebuild"
+    store.close()

@@ -14,7 +14,9 @@ from pathlib import Path
 import jwt
 import pytest
 
+from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
+from ratatoskr.memory.testing import chunk, one_hot
 
 from .conftest import KEY
 
@@ -159,6 +161,43 @@ def test_doctor(tmp_path: Path, env: dict[str, str]) -> None:
     assert "RATATOSKR_MEMORY_EMBEDDING_DIM=8, but" in bad.stdout
     assert "was created with embedding_dim=16" in bad.stdout
     assert "sqlite-vec" in bad.stdout
+
+
+def _cache_line(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if "memory index cache" in line)
+
+
+def test_doctor_reports_the_memory_index_cache(tmp_path: Path, env: dict[str, str]) -> None:
+    path = env["RATATOSKR_MEMORY_DB"]
+    ctx = DispatchContext(actor="a")
+
+    def write(n: int) -> None:
+        store = open_memory_store(path, embedding_dim=8)
+        records = [chunk(f"c{n}-{i}", one_hot(i)) for i in range(5)]
+        store.upsert_many(records, idempotency_key=f"k{n}", ctx=ctx)
+        store.close()  # leaves the sidecar current to its writes
+
+    write(1)
+    older = Path(path + "-index").read_bytes()
+    write(2)
+    before = snapshot(tmp_path)
+    current = run(["doctor"], env, tmp_path)
+    assert current.returncode == 0, current.stdout
+    assert "ok" in _cache_line(current.stdout) and "10 chunks" in _cache_line(current.stdout)
+    assert "current" in _cache_line(current.stdout)
+    Path(path + "-index").write_bytes(older)  # a sidecar from before the second write
+    behind = run(["doctor"], env, tmp_path)
+    assert behind.returncode == 0
+    assert "5 chunks" in _cache_line(behind.stdout) and "1 change behind" in (
+        _cache_line(behind.stdout)
+    )
+    Path(path + "-index").unlink()
+    gone = run(["doctor"], env, tmp_path)
+    assert gone.returncode == 0  # a warning: the next open rebuilds it
+    assert "warn" in _cache_line(gone.stdout) and "no index cache" in _cache_line(gone.stdout)
+    after = snapshot(tmp_path)
+    del before["memory.db-index"]
+    assert after == before  # doctor changed nothing
 
 
 def test_dev_mode_key_is_private_and_stable(tmp_path: Path) -> None:

@@ -222,6 +222,18 @@ def test_inspect_reads_without_creating(tmp_path: Path, db_path: Path) -> None:
     )
 
 
+def test_inspect_probes_only_an_intact_file_of_the_plane(db_path: Path) -> None:
+    open_db(str(db_path)).close()
+
+    def probe(conn: apsw.Connection) -> object:
+        return conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
+
+    report = inspect_database(str(db_path), plane="test", probe=probe)
+    assert isinstance(report.probed, int) and report.probed > 0
+    assert inspect_database(str(db_path), plane="test").probed is None
+    assert inspect_database(str(db_path), plane="other", probe=probe).probed is None
+
+
 def test_same_file(tmp_path: Path) -> None:
     a = tmp_path / "a.db"
     assert same_file(str(a), str(tmp_path / "." / "a.db"))

@@ -18,7 +18,9 @@ Searches share the index (read lock); only catching up and mirroring take it alo
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -38,6 +40,47 @@ _RELOAD_BLOCK = 2048
 
 def _count(conn: apsw.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])  # type: ignore[arg-type]
+
+
+def _adoptable(conn: apsw.Connection, image: sidecar.Image | None, db_seq: int) -> bool:
+    """Whether an open may map ``image`` and catch it up from the change log (its
+    changes since are all still recorded, and it is not ahead of the database)."""
+    return image is not None and changes.horizon(conn) <= image.seq <= db_seq
+
+
+@dataclass(frozen=True)
+class CacheVerdict:
+    """What the next open of a store makes of its index sidecar (``ratatoskr doctor``)."""
+
+    status: str  # "current" | "behind" (mapped, then caught up) | "rebuild" (from SQLite)
+    detail: str
+
+
+def cache_verdict(conn: apsw.Connection, dim: int) -> CacheVerdict:
+    """Read-only: the sidecar of ``conn``'s file judged as :meth:`SyncedIndex.load`
+    would judge it, without mapping more than its header and metadata for long."""
+    path = sidecar.path_for(conn)
+    if path is None or not os.path.exists(path):
+        return CacheVerdict("rebuild", "no index cache: the next open builds it from SQLite")
+    if not conn.table_exists(None, "memory_counters"):
+        return CacheVerdict("rebuild", "the schema migrates first, then the index is rebuilt")
+    image = sidecar.read(path, dim, lineage=sidecar.lineage(conn))
+    db_seq = changes.seq(conn)
+    size = f"{os.path.getsize(path) / 2**20:,.1f} MiB"
+    if image is None or not _adoptable(conn, image, db_seq):
+        return CacheVerdict(
+            "rebuild",
+            f"{path} ({size}) is not this database's or too old: the next open rebuilds it",
+        )
+    rows = f"{len(image.ids):,} chunks, {size}"
+    if image.seq == db_seq:
+        return CacheVerdict("current", f"{path}: {rows}, current (the next open maps it)")
+    behind = db_seq - image.seq
+    return CacheVerdict(
+        "behind",
+        f"{path}: {rows}, {behind:,} change{'s' if behind != 1 else ''} behind"
+        " (mapped, then caught up)",
+    )
 
 
 class SyncedIndex:
@@ -69,7 +112,7 @@ class SyncedIndex:
             origin = sidecar.lineage(conn)
             image = sidecar.read(path, self.dim, lineage=origin)
             current = False
-            if image is not None and changes.horizon(conn) <= image.seq <= db_seq:
+            if image is not None and _adoptable(conn, image, db_seq):
                 self.index.adopt(image)
                 self._catch_up(conn, db_seq)
                 if len(self.index) != _count(conn):

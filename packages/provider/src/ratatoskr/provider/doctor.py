@@ -16,7 +16,7 @@ from ratatoskr.provider.planes import (
     key_problem,
     keys_of,
 )
-from ratatoskr.provider.registry import Key
+from ratatoskr.provider.registry import Key, entry
 from ratatoskr.provider.settings import Plane, Settings, is_dsn, redact_dsn
 from ratatoskr.sqlite import (
     MEMORY_PATH,
@@ -56,8 +56,15 @@ def _database(settings: Settings, plane: Plane) -> list[Check]:
     problems = database_problems(settings, plane)
     if problems:
         return [Check(name, FAIL, problem) for problem in problems]
+    probe = entry(plane).probe
     try:
-        report = inspect_database(path, plane=plane, keys=fixed_keys(plane), quick=False)
+        report = inspect_database(
+            path,
+            plane=plane,
+            keys=fixed_keys(plane),
+            quick=False,
+            probe=None if probe is None else lambda conn: probe(conn, settings),
+        )
     except StorageError as exc:
         return [Check(name, FAIL, f"{path}: {exc.message}")]
     if not report.exists:
@@ -68,7 +75,11 @@ def _database(settings: Settings, plane: Plane) -> list[Check]:
     detail = f"{path}: schema v{report.schema_version}, integrity {report.integrity}"
     detail += "".join(f", {k} {v}" for k, v in report.meta.items())
     status = OK if report.integrity == "ok" else FAIL
-    return [Check(name, status, detail + f", mode {report.mode:o}")]
+    checks = [Check(name, status, detail + f", mode {report.mode:o}")]
+    if isinstance(report.probed, tuple):
+        fine, found = report.probed
+        checks.append(Check(f"{plane} index cache", OK if fine else WARN, found))
+    return checks
 
 
 def _postgres(settings: Settings, plane: Plane) -> list[Check]:

@@ -39,11 +39,14 @@ from ratatoskr.memory import schema as memory_schema
 from ratatoskr.memory.app import build_memory_plane_app
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.memory.sidecar import SUFFIX as INDEX_SUFFIX
+from ratatoskr.memory.sync import cache_verdict
 from ratatoskr.sqlite import CompactReport, compact_database
 from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
 from ratatoskr.vmp import schema as vmp_schema
 
 if TYPE_CHECKING:
+    import apsw
+
     from ratatoskr.provider.settings import Settings
 
 __all__ = [
@@ -131,6 +134,8 @@ class PlaneEntry(Generic[S]):
     wire: PlaneSpec[Any] | None = None  # a Bifrost plane's entry in bifrost.planes; None: own wire
     backup_hint: str | None = None  # what to use instead of backup/restore (None: the file)
     beside: tuple[str, ...] = ()  # suffixes of the caches the store keeps beside its file
+    # doctor's read-only look at those caches, given the open file: (fine, detail)
+    probe: Callable[[apsw.Connection, Settings], tuple[bool, str]] | None = None
 
     @property
     def db_setting(self) -> str:
@@ -250,6 +255,12 @@ def _read_through(store: MemoryStore | AffectStore) -> object:
     return store.database.schema_version()
 
 
+def _index_cache(conn: apsw.Connection, dim: int) -> tuple[bool, str]:
+    """The memory index's sidecar: fine unless the next open must rebuild it."""
+    verdict = cache_verdict(conn, dim)
+    return verdict.status != "rebuild", verdict.detail
+
+
 def _chunk_count(store: MemoryStore) -> int:
     return store.count()
 
@@ -274,6 +285,7 @@ _MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
     compact_file=lambda path, full, vectors: compact_memory_file(path, full=full, vectors=vectors),
     wire=MEMORY_PLANE,
     beside=(INDEX_SUFFIX,),
+    probe=lambda conn, s: _index_cache(conn, s.memory_embedding_dim),
 )
 
 _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(

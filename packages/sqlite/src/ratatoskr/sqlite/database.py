@@ -410,12 +410,21 @@ class DatabaseReport:
     planes: tuple[str, ...] = ()
     # Permission bits of the file (``stat.S_IMODE``).
     mode: int = 0
+    # What the plane's own probe read (None: no probe, or the plane's schema is absent).
+    probed: object = None
 
 
 def inspect_database(
-    path: str, *, plane: str, keys: Sequence[str] = (), quick: bool = True
+    path: str,
+    *,
+    plane: str,
+    keys: Sequence[str] = (),
+    quick: bool = True,
+    probe: Callable[[apsw.Connection], object] | None = None,
 ) -> DatabaseReport:
-    """Read-only look at ``path``: schema version, fixed settings and an integrity check.
+    """Read-only look at ``path``: schema version, fixed settings and an integrity check;
+    ``probe(conn)`` too, when given and the file holds ``plane``'s schema intact (a
+    plane's read-only look at what it keeps, e.g. the memory index's cache).
 
     Never creates the file. Raises StorageError subclasses for unreadable files.
     """
@@ -440,14 +449,18 @@ def inspect_database(
             rows = conn.execute(f"PRAGMA {check}").fetchall()
             integrity = "ok" if rows == [("ok",)] else "damaged"
             meta = {k: v for k in keys if (v := read_meta(conn, k)) is not None}
+            version = schema_version(conn, plane)
+            planes = recorded_planes(conn)
+            usable = integrity == "ok" and version > 0 and planes == (plane,)
             return DatabaseReport(
                 path=path,
                 exists=True,
-                schema_version=schema_version(conn, plane),
+                schema_version=version,
                 meta=meta,
                 integrity=integrity,
-                planes=recorded_planes(conn),
+                planes=planes,
                 mode=mode,
+                probed=probe(conn) if probe is not None and usable else None,
             )
     finally:
         conn.close()
