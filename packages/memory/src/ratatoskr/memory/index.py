@@ -424,53 +424,78 @@ class VectorIndex:
                 seg.cap += grow
             else:
                 start = self._reserve(seg.cap + grow)
-                old = seg.start
-                for offset in range(seg.count):
-                    self._move(old + offset, start + offset)
-                    self._live[start + offset] = True
-                    self._live[old + offset] = False
-                    self._ids[old + offset] = None
-                seg.start, seg.cap = start, seg.cap + grow
+                self._relocate(seg, start)
+                seg.cap += grow
         row = seg.start + seg.count
         seg.count += 1
         self._class_of_row[row] = cls
         return row
 
-    def _maybe_compact(self) -> None:
-        """Lay the segments out afresh once free space passes a third of the matrix."""
-        live = len(self._row)
-        if self._end < 4096 or self._end - live < self._end // 3:
-            return
-        self.compact()
+    def _relocate(self, seg: _Segment, start: int) -> None:
+        """Move ``seg``'s rows to ``[start, start + count)`` (reserved), a block at a time."""
+        old, count = seg.start, seg.count
+        src, dst = slice(old, old + count), slice(start, start + count)
+        for arr in (self._codes, self._resid, self._scale, self._scale2, self._class_of_row):
+            arr[dst] = arr[src]
+        self._live[src] = False
+        self._live[dst] = True
+        moved = self._ids[src]
+        self._ids[dst] = moved
+        self._ids[src] = [None] * count
+        for offset, chunk_id in enumerate(moved):
+            if chunk_id is not None:
+                self._row[chunk_id] = start + offset
+        seg.start = start
 
-    def compact(self) -> None:
-        """Lay every class out contiguously, in layout order, with no free room."""
+    def _maybe_compact(self) -> None:
+        """Lay the segments out afresh, with room to grow, once the holes that moved
+        segments left pass a third of the matrix (or live rows fall under half of it)."""
+        if self._end < 4096:
+            return
+        holes = self._end - sum(seg.cap for seg in self._segments.values())
+        if holes > self._end // 3 or len(self._row) < self._end // 2:
+            self.compact(room=True)
+
+    def compact(self, *, room: bool = False) -> None:
+        """Lay every class out contiguously, in layout order: with no free room (what
+        a sidecar holds), or with ``room`` for each class to grow by a quarter (at least
+        a few rows) before it must move again (between writes)."""
         segments = sorted(self._segments.values(), key=lambda s: _layout_key(s.items))
         n = len(self._row)
         order = np.concatenate(
             [np.arange(s.start, s.start + s.count, dtype=np.int64) for s in segments]
             or [np.zeros(0, dtype=np.int64)]
         )
-        old_codes = (self._codes, self._resid)
-        old_floats = (self._scale, self._scale2)
+        old: list[npt.NDArray[Any]] = [self._codes, self._resid, self._scale, self._scale2]
         ids = [self._ids[int(r)] for r in order]
         errors = (self._err1_max, self._err2_max)
         items_list = [s.items for s in segments]
         counts = [s.count for s in segments]
-        self._reset(max(n + n // 8, 16))
-        self._codes[:n] = old_codes[0][order]
-        self._resid[:n] = old_codes[1][order]
-        self._scale[:n] = old_floats[0][order]
-        self._scale2[:n] = old_floats[1][order]
-        self._ids = ids
-        self._row = {chunk_id: row for row, chunk_id in enumerate(ids) if chunk_id is not None}
-        start = 0
-        for items, count in zip(items_list, counts, strict=True):
-            cls = self._new_class(items, start, count, count)
-            self._class_of_row[start : start + count] = cls
-            start += count
-        self._live[:n] = True
-        self._end = n
+        caps = [c + max(_MIN_SEGMENT, c // 4) if room else c for c in counts]
+        starts = np.cumsum([0, *caps[:-1]], dtype=np.int64) if caps else _NO_ROWS
+        end = int(sum(caps))
+        self._reset(max(end + end // 8, 16))
+        runs = zip(starts.tolist(), counts, strict=True)
+        dst = (
+            np.concatenate([np.arange(st, st + c, dtype=np.int64) for st, c in runs])
+            if room and counts
+            else np.arange(n, dtype=np.int64)
+        )
+        new: list[npt.NDArray[Any]] = [self._codes, self._resid, self._scale, self._scale2]
+        for src_arr, dst_arr in zip(old, new, strict=True):
+            dst_arr[dst] = src_arr[order]
+        laid: list[str | None] = [None] * end
+        taken = 0
+        for st, count in zip(starts.tolist(), counts, strict=True):
+            laid[st : st + count] = ids[taken : taken + count]
+            taken += count
+        self._ids = laid
+        self._row = {chunk_id: row for row, chunk_id in enumerate(laid) if chunk_id is not None}
+        for items, st, count, cap in zip(items_list, starts.tolist(), counts, caps, strict=True):
+            cls = self._new_class(items, st, count, cap)
+            self._class_of_row[st : st + count] = cls
+        self._live[dst] = True
+        self._end = end
         self._err1_max, self._err2_max = errors
 
     # -- reads -------------------------------------------------------------------------
