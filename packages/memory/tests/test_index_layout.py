@@ -195,3 +195,32 @@ def test_writes_after_a_tight_layout_do_not_move_every_class_again_and_again() -
     for t in range(0, classes, 37):
         got = index.classes_in_scope({"tenant": f"t{t}"}, [])
         assert got is not None and sum(index._segments[c].count for c in got) == per_class + 40
+
+
+def test_a_compaction_with_room_never_calls_for_the_next_one() -> None:
+    """One-row classes (an end user with one memory) get more room than rows; the
+    trigger judges only what a compaction would not keep, so writes after one do
+    not compact again and again (each compaction is a copy of the whole index)."""
+    classes = 6000
+    rng = np.random.default_rng(0)
+    ids = [f"c{i:05d}" for i in range(classes)]
+    scopes = [scope_items({"tenant": "t", "end_user": f"u{i}"}) for i in range(classes)]
+    index = VectorIndex(DIM)
+    index.load(ids, rng.standard_normal((classes, DIM)).astype(np.float32), scopes)
+    index.compact(room=True)
+    compactions = []
+    original = index.compact
+
+    def counted(*, room: bool = False) -> None:
+        compactions.append(room)
+        original(room=room)
+
+    index.compact = counted  # type: ignore[method-assign]
+    for b in range(60):
+        new = [f"n{b:02d}-{i:03d}" for i in range(100)]
+        batch = [{"tenant": "t", "end_user": f"u{int(u)}"} for u in rng.integers(0, classes, 100)]
+        index.upsert_many(
+            new, unit_float32_rows(rng.standard_normal((100, DIM)).tolist(), DIM), batch
+        )
+    assert len(compactions) <= 2
+    assert len(index) == classes + 6000

@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from bifrost.context import DispatchContext
@@ -86,7 +87,9 @@ def test_a_sidecar_behind_the_database_catches_up(
     assert answers(db) == expected
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip_meta", "garbage", "foreign", "newer"])
+@pytest.mark.parametrize(
+    "damage", ["truncate", "flip_meta", "garbage", "foreign", "newer", "meta_list", "fifo"]
+)
 def test_a_bad_sidecar_is_ignored_and_rebuilt(tmp_path: Path, damage: str) -> None:
     db = str(tmp_path / "m.db")
     fill(db, 0, 8)
@@ -99,6 +102,14 @@ def test_a_bad_sidecar_is_ignored_and_rebuilt(tmp_path: Path, damage: str) -> No
         side.write_bytes(data[:80] + bytes([data[80] ^ 1]) + data[81:])
     elif damage == "garbage":
         side.write_bytes(os.urandom(len(data)))
+    elif damage == "meta_list":  # whole, its checksums right, its metadata not an object
+        meta = b"[1, 2]"
+        head = sidecar._header(DIM, 0, 0, 0.0, 0.0, meta)
+        pad = b"\0" * sidecar._pad(len(head))
+        side.write_bytes(head + pad + meta + b"\0" * sidecar._pad(len(meta)))
+    elif damage == "fifo":  # opening a FIFO for reading would block the open forever
+        side.unlink()
+        os.mkfifo(side)
     elif damage == "foreign":
         other = str(tmp_path / "other.db")
         fill(other, 99, 8)  # another database (same seq and count), created later
@@ -282,3 +293,12 @@ def test_cache_verdict_judges_a_sidecar_as_the_next_open_would(tmp_path: Path) -
     os.unlink(path + sidecar.SUFFIX)
     assert verdict() == "rebuild"
     store.close()
+    fill(path, 20, 2)  # a current sidecar again; then the file made to look one migration behind
+    conn = apsw.Connection(path)
+    conn.execute(
+        "DELETE FROM ratatoskr_schema WHERE plane = 'memory'"
+        " AND version = (SELECT max(version) FROM ratatoskr_schema WHERE plane = 'memory')"
+    )
+    found = cache_verdict(conn, DIM)
+    assert found.status == "rebuild" and "migrates" in found.detail
+    conn.close()

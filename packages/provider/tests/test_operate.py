@@ -103,10 +103,38 @@ def test_backup_then_restore_round_trip(
     )
     assert done.returncode == 0, done.stderr
     assert "replaced" in done.stdout
+    assert not Path(planes["memory"] + "-index").exists()  # the replaced file's cache: gone
     memory = open_memory_store(planes["memory"], embedding_dim=8)
     assert memory.count() == 18
     memory.close()
     assert stat.S_IMODE(Path(planes["memory"]).stat().st_mode) == 0o600
+
+
+def test_backup_refuses_the_files_beside_a_symlinked_database(
+    tmp_path: Path, env: dict[str, str], planes: dict[str, str]
+) -> None:
+    """SQLite and the stores keep their files beside the link's target; a setting that
+    is a symlink must not let a backup land on them (a live -wal overwritten loses
+    commits). The replay cache's own SQLite files and a cache's temporaries too."""
+    real = Path(planes["memory"])
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    settings = config(env, memory_db=str(link))
+    open_memory_store(str(link), embedding_dim=8).close()
+    targets = [
+        f"{real}-wal",
+        f"{real}-index",
+        f"{real}-index.tmp-123-abc",
+        f"{real}.replay-wal",
+        f"{real}.replay-shm",
+    ]
+    for target in targets:
+
+        def attempt(to: str = target) -> object:
+            return run_backup(settings, "memory", to, overwrite=True, out=io.StringIO())
+
+        line = refusal(attempt)
+        assert line.startswith("--to: ") and "beside" in line, target
 
 
 def test_a_refusal_is_one_line_on_stderr_exit_2(tmp_path: Path, env: dict[str, str]) -> None:

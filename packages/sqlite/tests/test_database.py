@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -220,6 +222,27 @@ def test_inspect_reads_without_creating(tmp_path: Path, db_path: Path) -> None:
         {"dim": "8"},
         "ok",
     )
+
+
+def test_inspect_leaves_a_dead_writers_wal_alone(tmp_path: Path) -> None:
+    """A writer killed before its close leaves its commits in -wal: a read-write look
+    would checkpoint them into the file and delete -wal on close. The look is read-only
+    then, and the database and its -wal keep every byte."""
+    path = tmp_path / "dead.db"
+    writer = (
+        "import os, sys, apsw\n"
+        "c = apsw.Connection(sys.argv[1])\n"
+        "c.execute('PRAGMA journal_mode=WAL').fetchall()\n"
+        "c.execute('CREATE TABLE t(x)')\n"
+        "c.execute('INSERT INTO t VALUES (1)')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(path)], check=True)
+    wal = tmp_path / "dead.db-wal"
+    before = (file_digest(path), file_digest(wal))
+    report = inspect_database(str(path), plane="test")
+    assert report.exists and report.integrity == "ok"
+    assert (file_digest(path), file_digest(wal)) == before
 
 
 def test_inspect_probes_only_an_intact_file_of_the_plane(db_path: Path) -> None:

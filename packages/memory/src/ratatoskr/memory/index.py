@@ -56,6 +56,12 @@ _MIN_SEGMENT = 4
 # kernel is cheap, dequantizing every row is not).
 _DIRECT_ROWS = 64
 
+
+def _room(count: int) -> int:
+    """The free rows a compaction between writes leaves a class of ``count`` rows."""
+    return max(_MIN_SEGMENT, count // 4)
+
+
 F64 = npt.NDArray[np.float64]
 _NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
 _NO_SCORES: F64 = np.zeros(0, dtype=np.float64)
@@ -112,6 +118,7 @@ class VectorIndex:
         self.seq = 0
         self._allocate(max(capacity, 16))
         self._end = 0  # rows [0, end) are segments; past it, free room
+        self._unchecked = 0  # rows written since _maybe_compact last looked
         self._ids: list[str | None] = []
         self._row: dict[str, int] = {}
         self._class_of_row: npt.NDArray[np.int32] = np.zeros(self._cap, dtype=np.int32)
@@ -168,7 +175,7 @@ class VectorIndex:
                 self._ids[row] = chunk_id
                 self._row[chunk_id] = row
             self._put(row, codes, i)
-        self._maybe_compact()
+        self._maybe_compact(len(ids))
 
     def remove(self, chunk_id: str) -> None:
         """Drop one chunk (absent ids are ignored)."""
@@ -447,13 +454,21 @@ class VectorIndex:
                 self._row[chunk_id] = start + offset
         seg.start = start
 
-    def _maybe_compact(self) -> None:
-        """Lay the segments out afresh, with room to grow, once the holes that moved
-        segments left pass a third of the matrix (or live rows fall under half of it)."""
-        if self._end < 4096:
+    def _maybe_compact(self, written: int) -> None:
+        """Lay the segments out afresh, with room to grow, once the rows a compaction
+        would not keep — holes moved segments left, and room beyond what a compaction
+        grants a class (classes that shrank) — pass a third of the matrix.
+
+        Right after ``compact(room=True)`` nothing is in excess, so a compaction never
+        triggers the next (however small the classes); and the check walks every
+        class only once per so many rows written (a sixteenth of the classes, at
+        least 64), so its cost per row stays constant with many classes."""
+        self._unchecked += written
+        if self._end < 4096 or self._unchecked < max(64, len(self._segments) // 16):
             return
-        holes = self._end - sum(seg.cap for seg in self._segments.values())
-        if holes > self._end // 3 or len(self._row) < self._end // 2:
+        self._unchecked = 0
+        kept = sum(min(seg.cap, seg.count + _room(seg.count)) for seg in self._segments.values())
+        if self._end - kept > self._end // 3:
             self.compact(room=True)
 
     def compact(self, *, room: bool = False) -> None:
@@ -471,7 +486,7 @@ class VectorIndex:
         errors = (self._err1_max, self._err2_max)
         items_list = [s.items for s in segments]
         counts = [s.count for s in segments]
-        caps = [c + max(_MIN_SEGMENT, c // 4) if room else c for c in counts]
+        caps = [c + _room(c) if room else c for c in counts]
         starts = np.cumsum([0, *caps[:-1]], dtype=np.int64) if caps else _NO_ROWS
         end = int(sum(caps))
         self._reset(max(end + end // 8, 16))

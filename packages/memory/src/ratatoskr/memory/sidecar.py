@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import struct
 import time
 import uuid
@@ -156,7 +157,12 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
     """The image in ``path`` if it is whole, of ``dim`` and of this ``lineage``; else
     None (missing, torn, foreign or of another format). Never raises for a bad file."""
     try:
-        with open(path, "rb") as f:
+        # Only a regular file: opening a FIFO (or a device) put there would block.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        with os.fdopen(fd, "rb") as f:
             head = f.read(_HEADER.size)
             if len(head) != _HEADER.size:
                 return None
@@ -176,8 +182,12 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
         sizes = [rows * dim, rows * dim, rows * 8, rows * 8]
         if size != offset + sum(n + _pad(n) for n in sizes):
             return None
-        meta: dict[str, Any] = orjson.loads(meta_bytes)
-        if meta.get("lineage") != lineage or len(meta["ids"]) != rows:
+        meta = orjson.loads(meta_bytes)
+        if not isinstance(meta, dict) or meta.get("lineage") != lineage:
+            return None
+        if not isinstance(meta.get("ids"), list) or len(meta["ids"]) != rows:
+            return None
+        if not all(isinstance(i, str) for i in meta["ids"]):
             return None
         arrays: list[Any] = []
         layout: list[tuple[str, tuple[int, ...]]] = [
@@ -214,5 +224,5 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
             float(err1),
             float(err2),
         )
-    except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
         return None

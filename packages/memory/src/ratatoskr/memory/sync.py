@@ -30,7 +30,8 @@ from bifrost.memory.validation import SearchQuery
 from ratatoskr.memory import changes, quantized, sidecar
 from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items, unit_float32
 from ratatoskr.memory.rwlock import ReadWriteLock
-from ratatoskr.sqlite import codec
+from ratatoskr.memory.schema import PLANE, migrations
+from ratatoskr.sqlite import codec, schema_version
 
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
@@ -62,8 +63,11 @@ def cache_verdict(conn: apsw.Connection, dim: int) -> CacheVerdict:
     path = sidecar.path_for(conn)
     if path is None or not os.path.exists(path):
         return CacheVerdict("rebuild", "no index cache: the next open builds it from SQLite")
-    if not conn.table_exists(None, "memory_counters"):
-        return CacheVerdict("rebuild", "the schema migrates first, then the index is rebuilt")
+    version, newest = schema_version(conn, PLANE), len(migrations(dim))
+    if version < newest:  # a migration is recorded in the lineage: the file is rejected
+        return CacheVerdict(
+            "rebuild", f"schema v{version} migrates to v{newest} first, then the index is rebuilt"
+        )
     image = sidecar.read(path, dim, lineage=sidecar.lineage(conn))
     db_seq = changes.seq(conn)
     size = f"{os.path.getsize(path) / 2**20:,.1f} MiB"

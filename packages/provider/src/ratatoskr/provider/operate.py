@@ -15,6 +15,7 @@ tokens accepted before the restore.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict
@@ -92,17 +93,28 @@ def _database_file(settings: Settings, plane: Plane, doing: str) -> str:
 def _plane_files(settings: Settings) -> list[str]:
     """Every configured plane file and every file SQLite or a replay cache keeps beside
     it: none may be a backup's destination or a restore's source."""
-    files = []
+    files: list[str] = []
     for plane in PLANES:
         path = settings.db_path(plane)
-        if path != MEMORY_PATH and not is_dsn(path):
-            files += [path, f"{path}-wal", f"{path}-shm", f"{path}-journal", replay_path(path)]
-            files += [f"{path}{suffix}" for suffix in entry(plane).beside]
+        if path == MEMORY_PATH or is_dsn(path):
+            continue
+        # SQLite and the stores put their files beside the resolved path: a symlinked
+        # setting names them through the link's target.
+        for spelled in dict.fromkeys((path, os.path.realpath(path))):
+            files += [spelled, *(f"{spelled}{s}" for s in _SQLITE_BESIDE + entry(plane).beside)]
+        replay = replay_path(path)  # a SQLite file of its own, WAL too
+        files += [replay, *(f"{replay}{s}" for s in _SQLITE_BESIDE)]
     return files
 
 
+_SQLITE_BESIDE = ("-wal", "-shm", "-journal")
+
+
 def _not_a_plane_file(settings: Settings, path: str, flag: str) -> None:
-    if _is_one_of(path, _plane_files(settings)):
+    files = _plane_files(settings)
+    real = os.path.realpath(path)
+    # A cache's temporary files too (a sidecar writer removes stale ones).
+    if _is_one_of(path, files) or any(real.startswith(f"{f}.tmp-") for f in files):
         raise ConfigError(f"{flag}: {path} is a plane's live database or a file beside one")
 
 
@@ -180,6 +192,10 @@ def run_restore(settings: Settings, plane: Plane, source: str, *, out: TextIO) -
         ) from None
     except StorageError as exc:
         raise OperationFailed(f"restore failed: {exc.message}; {target} left as it was") from None
+    for spelled in dict.fromkeys((target, os.path.realpath(target))):
+        for suffix in entry(plane).beside:  # caches of the file just replaced
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{spelled}{suffix}")
     older = (
         f"; it is migrated to v{expected.schema_version} when the provider starts"
         if result.schema_version < expected.schema_version

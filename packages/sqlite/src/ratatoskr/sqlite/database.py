@@ -431,11 +431,16 @@ def inspect_database(
     if not os.path.exists(path):
         return DatabaseReport(path=path, exists=False)
     mode = stat.S_IMODE(os.stat(path).st_mode)
-    # Not `connect`: no pragma may change the file. Read-write when allowed, because a
-    # read-only reader of a WAL database leaves -wal/-shm files behind, while the last
-    # read-write connection removes them on close, leaving the directory as it was.
-    writable = os.access(path, os.W_OK) and os.access(
-        os.path.dirname(os.path.abspath(path)), os.W_OK
+    # Not `connect`: no pragma may change the file. Read-write when allowed and no
+    # -wal file is there, because a read-only reader of a WAL database leaves -wal/-shm
+    # files behind, while the last read-write connection removes them on close, leaving
+    # the directory as it was. With a -wal file there (a writer running, or one that
+    # died), read-only: the last read-write connection would checkpoint it into the
+    # database and delete it on close, changing the file a look must leave alone.
+    writable = (
+        os.access(path, os.W_OK)
+        and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        and not os.path.exists(f"{path}-wal")
     )
     with translate_errors():
         conn = apsw.Connection(

@@ -3,10 +3,11 @@
 A store's parity test draws a sequence from a seeded ``random.Random`` and runs
 it through the transport-free dispatch against the reference store (and the
 reference against itself never differs, so any difference is the store's).
-The sequences mix good calls with bad ones (invalid filters, reserved fields,
-out-of-grant scopes, unknown idempotency classes) so that errors are compared
-too, and they use ids, keys and scope values with the characters a backend is
-most likely to mangle: NUL, U+0001, non-ASCII and long ones.
+The sequences mix good calls with bad ones so that errors are compared too —
+both planes: invalid filters, out-of-grant scopes, stale expected revisions,
+reused idempotency keys; affect also: reserved fields, unknown idempotency
+classes — and they use ids, keys and scope values with the characters a backend
+is most likely to mangle: NUL, U+0001, non-ASCII and long ones.
 
 - :func:`memory_workload`: upserts (some with expected revisions, some reusing an
   idempotency key), searches (scope_all, scope_any, include), gets, deletes, for
