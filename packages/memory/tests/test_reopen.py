@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import orjson
 import pytest
 
 from bifrost.context import DispatchContext
@@ -88,7 +89,18 @@ def test_a_sidecar_behind_the_database_catches_up(
 
 
 @pytest.mark.parametrize(
-    "damage", ["truncate", "flip_meta", "garbage", "foreign", "newer", "meta_list", "fifo"]
+    "damage",
+    [
+        "truncate",
+        "flip_meta",
+        "garbage",
+        "foreign",
+        "newer",
+        "meta_list",
+        "classes_not_a_list",
+        "classes_not_pairs",
+        "fifo",
+    ],
 )
 def test_a_bad_sidecar_is_ignored_and_rebuilt(tmp_path: Path, damage: str) -> None:
     db = str(tmp_path / "m.db")
@@ -102,8 +114,15 @@ def test_a_bad_sidecar_is_ignored_and_rebuilt(tmp_path: Path, damage: str) -> No
         side.write_bytes(data[:80] + bytes([data[80] ^ 1]) + data[81:])
     elif damage == "garbage":
         side.write_bytes(os.urandom(len(data)))
-    elif damage == "meta_list":  # whole, its checksums right, its metadata not an object
-        meta = b"[1, 2]"
+    elif damage in ("meta_list", "classes_not_a_list", "classes_not_pairs"):
+        # Whole, its checksums right, its metadata not what a writer writes.
+        with open_memory_store(db, embedding_dim=DIM).database.read() as conn:
+            origin = sidecar.lineage(conn)
+        meta = {
+            "meta_list": b"[1, 2]",
+            "classes_not_a_list": orjson.dumps({"lineage": origin, "ids": [], "classes": 3}),
+            "classes_not_pairs": orjson.dumps({"lineage": origin, "ids": [], "classes": [7]}),
+        }[damage]
         head = sidecar._header(DIM, 0, 0, 0.0, 0.0, meta)
         pad = b"\0" * sidecar._pad(len(head))
         side.write_bytes(head + pad + meta + b"\0" * sidecar._pad(len(meta)))

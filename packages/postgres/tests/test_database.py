@@ -25,6 +25,7 @@ from ratatoskr.postgres import (
     StorageFull,
     StorageReadOnly,
     StorageUnavailable,
+    on_table,
     open_pool,
 )
 from ratatoskr.postgres.errors import translate
@@ -246,3 +247,15 @@ def test_store_survives_terminated_connections(pg_dsn: str, schema: str) -> None
         }
     finally:
         store.close()
+
+
+def test_on_table_binds_the_table_quoted_and_only_there() -> None:
+    """Every fixed statement names its table through ``on_table``: psycopg quotes the
+    schema and table (a schema name is configuration, never spliced as text), and
+    the statement's own placeholders are left for the parameters."""
+    table = sql.SQL("{}.{}").format(sql.Identifier('we"ird schema'), sql.Identifier("t"))
+    statement = on_table(table, "SELECT 1 FROM {t} WHERE k = %s AND {t}.v > %s")
+    rendered = statement.as_string(None)
+    assert rendered == (
+        'SELECT 1 FROM "we""ird schema"."t" WHERE k = %s AND "we""ird schema"."t".v > %s'
+    )
