@@ -310,6 +310,10 @@ def fill_build(row: Row, build: dict[str, Any]) -> None:
     chunks = loaded - build.get("bulk_rows", 0)
     row.upsert_rate = chunks / sum(spent) if spent else float("nan")
     row.upsert_batch_p50 = p50(spent)
+    synced = build.get("fsync_s") or []
+    if spent and len(synced) == len(spent):
+        # The same adds made durable (each one's new files fsync'd, timed apart).
+        row.extra["durable_rate"] = chunks / (sum(spent) + sum(synced))
     if build.get("timed_write_bytes") is not None and spent:
         row.write_bytes_per_chunk = build["timed_write_bytes"] / chunks
     if build.get("bulk_rows"):
@@ -742,7 +746,11 @@ def behind(row: Row, base: Row) -> list[str]:
     """The measures where ``row`` beats ratatoskr's store API."""
     out = []
     if row.upsert_rate > base.upsert_rate:
-        out.append("upsert")
+        durable = row.extra.get("durable_rate")
+        if durable is not None and durable <= base.upsert_rate:
+            out.append("upsert (not durable; behind once fsync'd)")
+        else:
+            out.append("upsert")
     if row.write_bytes_per_chunk < base.write_bytes_per_chunk:
         out.append("bytes written")
     for mode in MODES:
@@ -794,6 +802,9 @@ def table(rows: list[Row], n: int) -> list[str]:
             up += ratio(r.upsert_rate, b.upsert_rate)
         if r.upsert_note and r.upsert_note != "—":
             up += f" ({r.upsert_note})"
+        if "durable_rate" in r.extra:
+            durable = r.extra["durable_rate"]
+            up += f"; {durable:,.0f} fsync'd" + (ratio(durable, b.upsert_rate) if b else "")
         if r.loaded:
             up += f" ({time_boxed(r)}; every other column: over those chunks)"
         cells = []
