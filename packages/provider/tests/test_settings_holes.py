@@ -7,11 +7,14 @@ import os
 import stat
 from pathlib import Path
 
+import apsw
 import pytest
 
+from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
+from ratatoskr.provider import planes
 from ratatoskr.provider.planes import open_planes
-from ratatoskr.provider.settings import Settings, unknown_variables
+from ratatoskr.provider.settings import ConfigError, Settings, unknown_variables
 from ratatoskr.vmp import open_vmp_store
 
 from .test_cli import assert_refused, env, run, snapshot
@@ -126,3 +129,40 @@ def test_max_scope_any_reaches_both_stores(settings: Settings) -> None:
         assert opened.stores["affect"].max_scope_any == 7
     finally:
         opened.close()
+
+
+def test_a_damaged_file_is_refused_at_start_and_a_large_one_is_left_to_doctor(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start reads every page of a file up to ``START_CHECK_LIMIT`` (a 1M-chunk
+    memory file took most of a 24 s start); past it, only ``doctor`` does."""
+    path = Path(settings.memory_db)
+    store = open_memory_store(str(path), embedding_dim=8)
+    ctx = DispatchContext(actor="t", plane="memory", verb="upsert_many")
+    chunks = [
+        {"id": f"c{i}", "embedding": [1.0 + i] * 8, "scope": {}, "content": "x" * 900}
+        for i in range(100)
+    ]
+    store.upsert_many(chunks, idempotency_key="k", ctx=ctx)
+    store.close()
+    for beside in path.parent.glob("memory.db-*"):
+        beside.unlink()  # the index's cache: the damage is the database's
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    ((page,),) = conn.execute(
+        "SELECT max(pageno) FROM dbstat WHERE name = 'memory_chunks' AND pagetype = 'leaf'"
+    ).fetchall()
+    ((size,),) = conn.execute("PRAGMA page_size").fetchall()
+    conn.close()
+    data = bytearray(path.read_bytes())
+    assert isinstance(page, int) and isinstance(size, int)
+    at = (page - 1) * size
+    data[at + 8 : at + 2048] = b"\xa5" * (2048 - 8)  # a leaf of the chunks' table
+    path.write_bytes(bytes(data))
+    before = snapshot(path.parent)
+
+    with pytest.raises(ConfigError, match=r"RATATOSKR_MEMORY_DB: .* fails SQLite's integrity"):
+        planes.preflight(settings, ("memory",))
+    monkeypatch.setattr(planes, "START_CHECK_LIMIT", path.stat().st_size - 1)
+    planes.preflight(settings, ("memory",))  # too large to read at start: not checked
+    assert any("integrity" in p for p in planes.database_problems(settings, "memory"))
+    assert snapshot(path.parent) == before

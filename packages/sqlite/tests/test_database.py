@@ -13,6 +13,7 @@ import apsw
 import pytest
 
 from ratatoskr.sqlite import (
+    INTEGRITY_SKIPPED,
     ConnectionOptions,
     Database,
     MetaSetting,
@@ -300,3 +301,31 @@ def test_the_wal_is_bounded_once_readers_let_go(tmp_path: Path) -> None:
             conn.execute("DELETE FROM t WHERE rowid IN (SELECT rowid FROM t LIMIT 1)")
     assert wal.stat().st_size <= limit
     db.close()
+
+
+def _damaged_interior(db_path: Path) -> None:
+    """A file whose schema reads but one of whose table pages is garbage (the last
+    page: a leaf of ``items``), so only a check that reads every page sees it."""
+    db = open_db(str(db_path))
+    with db.write() as conn:
+        for i in range(200):
+            conn.execute("INSERT INTO items (id, body) VALUES (?, ?)", (f"{i:04d}", "x" * 900))
+    db.close()
+    data = bytearray(db_path.read_bytes())
+    data[-4096 + 8 : -4096 + 2048] = b"\xa5" * (2048 - 8)
+    db_path.write_bytes(bytes(data))
+
+
+def test_inspect_skips_the_integrity_check_past_its_limit(db_path: Path) -> None:
+    """A start's bounded look: a file larger than ``check_limit`` (with its -wal) is not
+    read page by page, and says so; at or under the limit, or with none, it is."""
+    _damaged_interior(db_path)
+    size = db_path.stat().st_size
+    assert inspect_database(str(db_path), plane="test").integrity == "damaged"
+    assert inspect_database(str(db_path), plane="test", check_limit=size).integrity == "damaged"
+    report = inspect_database(str(db_path), plane="test", keys=["dim"], check_limit=size - 1)
+    assert (report.integrity, report.schema_version, report.meta) == (
+        INTEGRITY_SKIPPED,
+        2,
+        {"dim": "8"},
+    )

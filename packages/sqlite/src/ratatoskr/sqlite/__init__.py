@@ -18,6 +18,7 @@ from ratatoskr.sqlite.backup import (
     verify_plane_file,
 )
 from ratatoskr.sqlite.database import (
+    INTEGRITY_SKIPPED,
     CompactReport,
     Database,
     DatabaseReport,
@@ -44,6 +45,7 @@ from ratatoskr.storage import errors as _storage_errors
 from ratatoskr.storage.errors import *  # noqa: F403  (the storage errors, re-exported below)
 
 __all__ = [
+    "INTEGRITY_SKIPPED",
     "MEMORY_PATH",
     "BackupResult",
     "CompactReport",

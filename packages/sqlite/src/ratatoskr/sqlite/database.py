@@ -414,6 +414,10 @@ class DatabaseReport:
     probed: object = None
 
 
+# DatabaseReport.integrity of a file too large for the check asked for.
+INTEGRITY_SKIPPED = "not checked (larger than the start check's limit)"
+
+
 def inspect_database(
     path: str,
     *,
@@ -421,16 +425,24 @@ def inspect_database(
     keys: Sequence[str] = (),
     quick: bool = True,
     probe: Callable[[apsw.Connection], object] | None = None,
+    check_limit: int | None = None,
 ) -> DatabaseReport:
     """Read-only look at ``path``: schema version, fixed settings and an integrity check;
     ``probe(conn)`` too, when given and the file holds ``plane``'s schema intact (a
     plane's read-only look at what it keeps, e.g. the memory index's cache).
+
+    The integrity check reads every page of the file. With ``check_limit`` (bytes), a
+    file larger than that together with its ``-wal`` is not checked (``integrity`` is
+    :data:`INTEGRITY_SKIPPED`): what a provider's start does, so that a start does not
+    read gigabytes (SQLite still refuses a damaged page when it is read, and ``doctor``
+    checks the whole file).
 
     Never creates the file. Raises StorageError subclasses for unreadable files.
     """
     if not os.path.exists(path):
         return DatabaseReport(path=path, exists=False)
     mode = stat.S_IMODE(os.stat(path).st_mode)
+    checked = check_limit is None or _file_bytes(path) <= check_limit
     # Not `connect`: no pragma may change the file. Read-write when allowed and no
     # -wal file is there, because a read-only reader of a WAL database leaves -wal/-shm
     # files behind, while the last read-write connection removes them on close, leaving
@@ -450,13 +462,16 @@ def inspect_database(
         with translate_errors():
             conn.set_busy_timeout(ConnectionOptions().busy_timeout_ms)
             load_sqlite_vec(conn)
-            check = "quick_check" if quick else "integrity_check"
-            rows = conn.execute(f"PRAGMA {check}").fetchall()
-            integrity = "ok" if rows == [("ok",)] else "damaged"
+            if checked:
+                check = "quick_check" if quick else "integrity_check"
+                rows = conn.execute(f"PRAGMA {check}").fetchall()
+                integrity = "ok" if rows == [("ok",)] else "damaged"
+            else:
+                integrity = INTEGRITY_SKIPPED
             meta = {k: v for k in keys if (v := read_meta(conn, k)) is not None}
             version = schema_version(conn, plane)
             planes = recorded_planes(conn)
-            usable = integrity == "ok" and version > 0 and planes == (plane,)
+            usable = integrity in ("ok", INTEGRITY_SKIPPED) and version > 0 and planes == (plane,)
             return DatabaseReport(
                 path=path,
                 exists=True,
