@@ -224,3 +224,55 @@ def test_a_compaction_with_room_never_calls_for_the_next_one() -> None:
         )
     assert len(compactions) <= 2
     assert len(index) == classes + 6000
+
+
+def _kept_by_walking(index: VectorIndex) -> int:
+    """What the compaction trigger summed over every class before it kept a running sum."""
+    return sum(min(s.cap, s.count + max(4, s.count // 4)) for s in index._segments.values())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, seed=st.integers(0, 2**16))
+def test_the_running_count_of_kept_rows_is_the_walk_over_every_class(
+    ops: list[tuple[Any, ...]], seed: int
+) -> None:
+    """Whatever writes, deletes and compactions did (and ids repeated in one batch, or
+    moved to another class), the trigger's running sum equals the sum over every class."""
+    rng = np.random.default_rng(seed)
+    index = VectorIndex(DIM, capacity=16)
+    for n, op in enumerate(ops):
+        if op[0] == "upsert":
+            ids = [f"c{i:03d}" for i in op[1]]  # repeats kept: the last one wins
+            scopes_of = [op[2] if j % 2 else dict(op[2], agent_self="z") for j in range(len(ids))]
+            vecs = [vector(int(cid[1:]), n) for cid in ids]
+            index.upsert_many(ids, unit_float32_rows(vecs, DIM), scopes_of)
+        elif op[0] == "delete":
+            index.remove(f"c{op[1]:03d}")
+        else:
+            index.compact(room=op[1])
+        if rng.random() < 0.5:
+            assert index.kept_rows() == _kept_by_walking(index)
+    assert index.kept_rows() == _kept_by_walking(index)
+
+
+def test_a_batch_repeating_an_id_keeps_its_last_vector_and_scope() -> None:
+    """Codes are written once per batch, at each id's final row: an id given twice (in
+    two classes) ends with its last vector, in its last class, and nothing else moves."""
+    rng = np.random.default_rng(4)
+    raw = rng.standard_normal((6, DIM))
+    index = VectorIndex(DIM, capacity=16)
+    ids = ["a", "b", "a", "c", "b", "d"]
+    scopes_of = [{"tenant": "x"}, {"tenant": "x"}, {"tenant": "y"}, {"tenant": "x"}, {}, {}]
+    index.upsert_many(ids, unit_float32_rows(raw.tolist(), DIM), scopes_of)
+    model = {
+        "a": (raw[2].tolist(), {"tenant": "y"}),
+        "b": (raw[4].tolist(), {}),
+        "c": (raw[3].tolist(), {"tenant": "x"}),
+        "d": (raw[5].tolist(), {}),
+    }
+    for cid, (vec, scope) in model.items():
+        only = index.nearest(
+            unit_float64(vec).astype(np.float32), 1, index.classes_in_scope(scope, [])
+        )
+        assert cid in [c.chunk_id for c in only]
+    check_against_model(index, model, rng)

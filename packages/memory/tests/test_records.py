@@ -16,7 +16,7 @@ from bifrost.context import DispatchContext
 from bifrost.envelope import decode_json
 from bifrost.errors import InvalidArguments
 from bifrost.idempotency import json_loads_exact
-from bifrost.memory.validation import validate_embedding, validate_search
+from bifrost.memory.validation import validate_embedding, validate_search, validate_upsert
 from ratatoskr.memory import RatatoskrMemoryStore, records
 from ratatoskr.memory.records import StoredChunk, unit_float64
 
@@ -265,3 +265,51 @@ def test_load_json_reads_exactly_what_the_exact_parser_reads(value: Any) -> None
     text = records.encode({"v": value})
     assert exact(records.load_json(text)) == exact(json_loads_exact(text))
     assert exact(records.load_json(text)) == exact({"v": value})
+
+
+# -- a batch's stored forms and unit rows, from one matrix -----------------------------
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(numbers, min_size=DIM, max_size=DIM),
+            st.sampled_from(["embedding", "vector"]),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_stored_forms_of_a_batch_are_each_records_stored_form_and_unit_rows(
+    batch: list[tuple[list[Any], str, bool]],
+) -> None:
+    """What a write stores for a batch is, byte for byte, each record's own
+    ``stored_form`` and ``unit_float32_rows`` of the validated embeddings (both forms,
+    -0.0, subnormals, huge values and ints that must stay ints)."""
+    recs = []
+    for i, (values, field, opaque) in enumerate(batch):
+        try:
+            validate_embedding(values, DIM)
+        except InvalidArguments:
+            continue
+        rec: dict[str, Any] = {"id": f"c{i}", field: values, "scope": {"tenant": "t"}}
+        if opaque and field == "embedding":
+            rec["vector"] = [1, 2.5]  # an opaque field beside the embedding
+        recs.append(rec)
+    request = validate_upsert(recs, None, "k", None, embedding_dim=DIM, max_batch=100)
+    forms, units = records.stored_forms(request.items, DIM)
+    assert forms == [records.stored_form(c.record) for c in request]
+    expected = records.unit_float32_rows([c.embedding for c in request], DIM)
+    assert units.dtype == np.float32 and units.shape == (len(recs), DIM)
+    assert units.tobytes() == expected.tobytes()
+
+
+@given(st.lists(finite, min_size=1, max_size=40))
+def test_a_query_list_normalises_to_the_bits_of_its_array(values: list[float]) -> None:
+    """A search's list goes through ``np.fromiter``; the unit query is the one the
+    array gives (and the reference's bits), whatever the magnitudes."""
+    if not any(values):
+        return  # zero norm: refused by validation
+    from_list = records.unit_float64(values)
+    from_array = records.unit_rows(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
+    assert from_list.tobytes() == from_array.tobytes()

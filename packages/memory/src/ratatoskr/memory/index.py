@@ -18,7 +18,9 @@ simsimd's int8 kernel) and posting lists from each scope ``(axis, value)`` to th
   in-scope set, and exact however selective the scope;
 - the int8 pass keeps every row its proven error bound cannot exclude, the
   residual code re-scores those, and the store re-ranks the survivors exactly in
-  float64 (the proof is in :mod:`ratatoskr.memory.quantized`).
+  float64 (the proof is in :mod:`ratatoskr.memory.quantized`); a selection of at
+  most ``FINE_ROWS`` rows takes the fine pass instead (both int8 levels of every
+  row against a two-level query code, one threshold: fewer calls).
 
 A class that outgrows its segment moves to the end of the matrix with room to
 grow (or grows in place when it is already last); a delete moves the segment's
@@ -51,10 +53,10 @@ _LAYOUT_AXES = ("tenant", "group", "agent_self", "end_user")
 # call per run (each call costs a few microseconds).
 _MAX_RUNS = 48
 _MIN_SEGMENT = 4
-# Up to this many rows in one run, stage 2 alone is cheaper than both stages (at 100
-# rows, one end user's class in index_bench, both stages are ~8% faster: the int8
-# kernel is cheap, dequantizing every row is not).
-_DIRECT_ROWS = 64
+# Up to this many rows in scope, the fine pass (both int8 levels of every row, one
+# threshold) is cheaper than two stages: fewer calls, no dequantized gather (at 100
+# rows, one end user's class in index_bench, about half the time; near even at 1,000).
+FINE_ROWS = 384
 
 
 def _room(count: int) -> int:
@@ -102,23 +104,32 @@ def unit_float32(values: Sequence[float] | npt.NDArray[np.floating]) -> Vector:
 
 
 class _Segment:
-    """The rows ``[start, start + count)`` of one scope class, room up to ``cap``."""
+    """The rows ``[start, start + count)`` of one scope class, room up to ``cap``;
+    ``kept`` is what it added to the index's running count of kept rows when last
+    counted (see ``VectorIndex.kept_rows``)."""
 
-    __slots__ = ("cap", "count", "items", "start")
+    __slots__ = ("cap", "count", "items", "kept", "start")
 
     def __init__(self, items: ScopeItems, start: int, count: int, cap: int) -> None:
         self.items, self.start, self.count, self.cap = items, start, count, cap
+        self.kept = 0
 
 
 class VectorIndex:
     """Int8 codes and scope postings of the live chunks (not thread-safe by itself)."""
 
-    def __init__(self, dim: int, capacity: int = 1024) -> None:
+    def __init__(self, dim: int, capacity: int = 1024, *, fine_rows: int = FINE_ROWS) -> None:
         self.dim = dim
+        # Selections of at most this many rows take the fine pass (tests set 0 or a
+        # large number to run one path or the other on the same rows).
+        self.fine_rows = fine_rows
         self.seq = 0
         self._allocate(max(capacity, 16))
         self._end = 0  # rows [0, end) are segments; past it, free room
         self._unchecked = 0  # rows written since _maybe_compact last looked
+        # Σ seg.kept over the segments, and the classes changed since it was counted.
+        self._kept = 0
+        self._changed: set[int] = set()
         self._ids: list[str | None] = []
         self._row: dict[str, int] = {}
         self._class_of_row: npt.NDArray[np.int32] = np.zeros(self._cap, dtype=np.int32)
@@ -164,6 +175,10 @@ class VectorIndex:
         self._version += 1
         codes = quantized.encode(units)
         self._note_errors(codes)
+        # Each id's row is settled first (rows move as segments grow and holes are
+        # filled), then every code is written at once to its id's final row: the
+        # last occurrence of an id wins, as it would written one by one.
+        last: dict[str, int] = {}
         for i, (chunk_id, scope) in enumerate(zip(ids, scopes, strict=True)):
             cls = self._class(scope_items(scope))
             row = self._row.get(chunk_id)
@@ -174,7 +189,15 @@ class VectorIndex:
                 row = self._append(cls)
                 self._ids[row] = chunk_id
                 self._row[chunk_id] = row
-            self._put(row, codes, i)
+            last[chunk_id] = i
+        count = len(last)
+        rows = np.fromiter((self._row[c] for c in last), dtype=np.int64, count=count)
+        src = np.fromiter(last.values(), dtype=np.int64, count=count)
+        self._codes[rows] = codes.codes[src]
+        self._resid[rows] = codes.resid[src]
+        self._scale[rows] = codes.scale[src]
+        self._scale2[rows] = codes.scale2[src]
+        self._live[rows] = True
         self._maybe_compact(len(ids))
 
     def remove(self, chunk_id: str) -> None:
@@ -193,6 +216,8 @@ class VectorIndex:
         seg.count -= 1
         if seg.count == 0:
             self._drop_class(cls)
+        else:
+            self._changed.add(cls)
 
     def load(self, ids: list[str], vectors: Vector, scopes: list[ScopeItems]) -> None:
         """Replace the whole content: ``vectors`` are raw float32 rows, one per id
@@ -329,6 +354,8 @@ class VectorIndex:
         self._segments = {}
         self._class_id = {}
         self._postings = {}
+        self._kept = 0
+        self._changed = set()
         self._err1_max = 0.0
         self._err2_max = 0.0
 
@@ -341,13 +368,6 @@ class VectorIndex:
         self._resid[start:stop] = codes.resid
         self._scale[start:stop] = codes.scale
         self._scale2[start:stop] = codes.scale2
-
-    def _put(self, row: int, codes: Codes, i: int) -> None:
-        self._codes[row] = codes.codes[i]
-        self._resid[row] = codes.resid[i]
-        self._scale[row] = codes.scale[i]
-        self._scale2[row] = codes.scale2[i]
-        self._live[row] = True
 
     def _move(self, src: int, dst: int) -> None:
         for arr in (self._codes, self._resid, self._scale, self._scale2):
@@ -363,6 +383,7 @@ class VectorIndex:
         self._next_class += 1
         self._class_id[items] = cls
         self._segments[cls] = _Segment(items, start, count, cap)
+        self._changed.add(cls)
         for item in items:
             self._postings.setdefault(item, set()).add(cls)
         return cls
@@ -376,6 +397,8 @@ class VectorIndex:
 
     def _drop_class(self, cls: int) -> None:
         seg = self._segments.pop(cls)
+        self._kept -= seg.kept
+        self._changed.discard(cls)
         del self._class_id[seg.items]
         for item in seg.items:
             members = self._postings.get(item)
@@ -435,6 +458,7 @@ class VectorIndex:
                 seg.cap += grow
         row = seg.start + seg.count
         seg.count += 1
+        self._changed.add(cls)
         self._class_of_row[row] = cls
         return row
 
@@ -462,14 +486,26 @@ class VectorIndex:
         Right after ``compact(room=True)`` nothing is in excess, so a compaction never
         triggers the next (however small the classes); and the check walks every
         class only once per so many rows written (a sixteenth of the classes, at
-        least 64), so its cost per row stays constant with many classes."""
+        least 64), so its cost per row stays constant with many classes; and the sum is kept
+        running (:meth:`kept_rows`), so a check costs the classes changed since."""
         self._unchecked += written
         if self._end < 4096 or self._unchecked < max(64, len(self._segments) // 16):
             return
         self._unchecked = 0
-        kept = sum(min(seg.cap, seg.count + _room(seg.count)) for seg in self._segments.values())
-        if self._end - kept > self._end // 3:
+        if self._end - self.kept_rows() > self._end // 3:
             self.compact(room=True)
+
+    def kept_rows(self) -> int:
+        """The rows a compaction would keep: Σ min(cap, count + room(count)) over the
+        classes, recounting only the classes changed since the last call."""
+        segments = self._segments
+        for cls in self._changed:
+            seg = segments[cls]
+            kept = min(seg.cap, seg.count + _room(seg.count))
+            self._kept += kept - seg.kept
+            seg.kept = kept
+        self._changed.clear()
+        return self._kept
 
     def compact(self, *, room: bool = False) -> None:
         """Lay every class out contiguously, in layout order: with no free room (what
@@ -600,29 +636,36 @@ class VectorIndex:
             dots = quantized.int_dots(query.codes, self._codes[rows])
         return rows, dots * (query.scale * self._scale[rows])
 
-    def _direct(self, code: quantized.QueryCode, k: int, start: int, stop: int) -> list[Candidate]:
-        """Stage 2 alone over one small contiguous run (its bound holds for any rows):
-        fewer calls than two stages when the run is a few hundred rows."""
-        v = quantized.dequantize(
-            self._codes[start:stop],
-            self._scale[start:stop],
-            self._resid[start:stop],
-            self._scale2[start:stop],
-        )
-        scores = v @ code.exact
-        count = stop - start
-        if count > k:
-            b2 = quantized.bound2(code, self._err2_max, self.dim)
-            kth = float(np.partition(scores, count - k)[count - k])
-            keep = np.flatnonzero(scores >= kth - 2.0 * b2)
+    def _fine(
+        self, code: quantized.QueryCode, k: int, runs: list[tuple[int, int]], rows: Rows | None
+    ) -> list[Candidate]:
+        """The fine pass over a small selection (one run, or the gathered ``rows``)."""
+        fine = quantized.fine_query(code)
+        if rows is None:
+            start, stop = runs[0]
+            scores = quantized.fine_scores(
+                fine,
+                self._codes[start:stop],
+                self._scale[start:stop],
+                self._resid[start:stop],
+                self._scale2[start:stop],
+            )
         else:
-            keep = np.arange(count)
-        order = keep[np.argsort(-scores[keep])]
+            start = 0
+            scores = quantized.fine_scores(
+                fine, self._codes[rows], self._scale[rows], self._resid[rows], self._scale2[rows]
+            )
+        count = scores.size
+        if count > k:
+            bound = quantized.bound_fine(code, fine, self._err1_max, self._err2_max, self.dim)
+            kth = float(np.partition(scores, count - k)[count - k])
+            keep = np.nonzero(scores >= kth - 2.0 * bound)[0]
+            order = keep[np.argsort(-scores[keep])]
+        else:
+            order = np.argsort(-scores)
+        at = (order + start if rows is None else rows[order]).tolist()
         ids = self._ids
-        return [
-            Candidate(str(ids[start + j]), s)
-            for j, s in zip(order.tolist(), scores[order].tolist(), strict=True)
-        ]
+        return [Candidate(str(ids[r]), s) for r, s in zip(at, scores[order].tolist(), strict=True)]
 
     def nearest(self, query: Vector, k: int, classes: set[int] | None) -> list[Candidate]:
         """Every row that may be in the exact top ``k`` of the selected classes (all
@@ -630,14 +673,17 @@ class VectorIndex:
         an approximate score (see :mod:`ratatoskr.memory.quantized`)."""
         code = quantized.encode_query(query)
         runs, gathered = self._selection(classes)
-        if len(runs) == 1 and gathered is None and runs[0][1] - runs[0][0] <= _DIRECT_ROWS:
-            return self._direct(code, k, *runs[0])
+        if not runs:
+            return []
+        selected = runs[0][1] - runs[0][0] if gathered is None else gathered.size
+        if selected <= self.fine_rows:
+            return self._fine(code, k, runs, gathered)
         rows, scores = self._stage1(code, classes)
         count = rows.size
         if count > k:
             b1 = quantized.bound1(code, self._err1_max, self.dim)
             kth = float(np.partition(scores, count - k)[count - k])
-            keep = np.flatnonzero(scores >= kth - 2.0 * b1)
+            keep = np.nonzero(scores >= kth - 2.0 * b1)[0]
             rows = rows[keep]
             count = keep.size
             if count > k:
@@ -647,7 +693,7 @@ class VectorIndex:
                 scores = v @ code.exact
                 b2 = quantized.bound2(code, self._err2_max, self.dim)
                 kth = float(np.partition(scores, count - k)[count - k])
-                keep = np.flatnonzero(scores >= kth - 2.0 * b2)
+                keep = np.nonzero(scores >= kth - 2.0 * b2)[0]
                 rows, scores = rows[keep], scores[keep]
             else:
                 scores = scores[keep]

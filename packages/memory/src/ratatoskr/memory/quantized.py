@@ -58,6 +58,24 @@ over every row the index ever coded (a bound for a larger error is still a
 bound). What survives
 (k rows plus those within ~4·10⁻⁵ of the k-th at 384 dims) goes to the store's
 exact float64 re-rank, which decides the order.
+
+**The fine pass** (small selections: one call per matrix instead of two stages).
+The query's residual ``q − fl(s_q·Q)`` is coded too, ``Q₂ = rint(·/t_q)``, so
+``q̃ = s_q·Q + t_q·Q₂`` is within ``e_f = ‖q − q̃‖`` of ``q`` (computed in float64,
+rounded up; ~``e_q``/100). The int8 kernel gives the exact integers ``Q·X``,
+``Q₂·X``, ``Q·R``, ``Q₂·R`` of every row, and
+``f = fl(s·fl(s_q·Q·X + t_q·Q₂·X) + t·fl(s_q·Q·R + t_q·Q₂·R))`` approximates
+``q̃·(s·X + t·R)`` with ``s·X + t·R`` the real dequantized row, which is within
+``4u`` of the float64 ``v`` stage 2 uses (``u = 2⁻⁵³``), so within ``e2 + 4u`` of
+``x``, and of norm at most ``M_x = 1 + δx + e2``. Then
+``|q·x − q̃·(sX + tR)| ≤ ‖q‖·(e2 + 4u) + e_f·M_x``, and ``f`` is at most four
+roundings (γ₄ ≤ 8u relative) from it, summed over four terms of magnitudes bounded
+by ``(‖q̂‖ + ‖t_qQ₂‖)(‖x̂‖ + ‖tR‖) ≤ M = (‖q‖ + 2e_q + e_f)(1 + δx + 2e1 + e2)``
+(Cauchy–Schwarz on each term). So ``|S − f| ≤ BF = σF + ‖q‖·max e2 + e_f·M_x + 8u·M``
+with ``σF = δq + 2δx + (2d + 96)·u`` (ε64, the ``4u`` terms and the comparison), and
+the argument of stage 1 on ``f − BF`` keeps the true top k: one threshold over the
+whole selection, with stage 2's precision. It reads every row's codes and residuals
+(twice stage 1's kernel work), so the index takes it below a few hundred rows.
 """
 
 from __future__ import annotations
@@ -153,6 +171,7 @@ class QueryCode:
     scale: float
     err: float  # ‖q − q̂‖, rounded up
     norm: float  # ‖q‖, rounded up
+    low: F64  # q − fl(s_q·Q), what the fine pass codes again
 
 
 def encode_query(query: npt.NDArray[np.floating]) -> QueryCode:
@@ -164,7 +183,49 @@ def encode_query(query: npt.NDArray[np.floating]) -> QueryCode:
     diff = q - codes * scale
     err = _up(math.sqrt(float(diff @ diff)))
     norm = _up(math.sqrt(float(q @ q)))
-    return QueryCode(q, codes, scale, err, norm)
+    return QueryCode(q, codes, scale, err, norm, diff)
+
+
+@dataclass(frozen=True)
+class FineQuery:
+    """The query's two int8 levels for the fine pass (see the module docstring)."""
+
+    codes: I8  # 2 × d: Q, then Q₂
+    weights: F64  # [s_q, t_q]
+    err: float  # e_f = ‖q − q̃‖, rounded up
+
+
+def fine_query(query: QueryCode) -> FineQuery:
+    """The residual level of ``query``'s code, for :func:`fine_scores`."""
+    low = query.low
+    scale2 = float(np.maximum.reduce(np.abs(low))) / 127.0
+    safe = scale2 if scale2 > 0 else 1.0
+    # Any rounding gives valid codes (the error is measured from them); clipped so
+    # every code stays within the ±127 the kernel's exactness check covers.
+    codes2 = np.clip(np.rint(low * (1.0 / safe)), -127, 127).astype(np.int8)
+    rest = low - codes2 * scale2
+    err = _up(math.sqrt(float(rest @ rest)))
+    return FineQuery(
+        np.vstack((query.codes, codes2)), np.array([query.scale, scale2], dtype=np.float64), err
+    )
+
+
+def fine_scores(fine: FineQuery, codes: I8, scale: F64, resid: I8, scale2: F64) -> F64:
+    """``f`` of every row (C-contiguous ``codes`` and ``resid``, with their scales)."""
+    high = fine.weights @ int_dots(fine.codes, codes)
+    low = fine.weights @ int_dots(fine.codes, resid)
+    out: F64 = scale * high + scale2 * low
+    return out
+
+
+def bound_fine(
+    query: QueryCode, fine: FineQuery, err1_max: float, err2_max: float, dim: int
+) -> float:
+    """``BF``: every fine score is within it of the store's exact score."""
+    m_x = 1 + DELTA_X + err2_max
+    m = (query.norm + 2 * query.err + fine.err) * (1 + DELTA_X + 2 * err1_max + err2_max)
+    sigma = DELTA_Q + 2 * DELTA_X + (2 * dim + 96) * _U64
+    return _up(sigma + query.norm * err2_max + fine.err * m_x + 8 * _U64 * m)
 
 
 def _up(value: float) -> float:
@@ -183,7 +244,7 @@ def bound2(query: QueryCode, err2_max: float, dim: int) -> float:
 
 
 def _numpy_dots(query: I8, rows: I8) -> F64:
-    out: F64 = (rows.astype(np.int64) @ query.astype(np.int64)).astype(np.float64)
+    out: F64 = (query.astype(np.int64) @ rows.astype(np.int64).T).astype(np.float64)
     return out
 
 
@@ -208,10 +269,11 @@ def _kernel_is_exact(dim: int) -> bool:
 
 
 def int_dots(query: I8, rows: I8) -> F64:
-    """``rows @ query`` exactly (as float64 integers); ``rows`` C-contiguous."""
+    """``rows @ query`` exactly (as float64 integers); ``rows`` C-contiguous. A 2-d
+    ``query`` (``m × d``) gives the ``m × n`` products of each of its rows."""
     if rows.shape[0] == 0:
-        return np.zeros(0, dtype=np.float64)
+        return np.zeros((*query.shape[:-1], 0), dtype=np.float64)
     if _kernel_is_exact(rows.shape[1]):
-        out: F64 = np.asarray(simsimd.cdist(query[None, :], rows, metric="dot"))[0]
-        return out
+        out: F64 = np.asarray(simsimd.cdist(np.atleast_2d(query), rows, metric="dot"))
+        return out[0] if query.ndim == 1 else out
     return _numpy_dots(query, rows)

@@ -130,8 +130,9 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
     def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
         """Persist chunks verbatim and index them, in one transaction (then mirror the
         committed write into the in-process index)."""
-        # Outside the transaction: the unit vectors need nothing the database holds.
-        units = stored_records.unit_float32_rows([c.embedding for c in request], self.embedding_dim)
+        # Outside the transaction: the stored forms and unit vectors need nothing the
+        # database holds.
+        forms, units = stored_records.stored_forms(request.items, self.embedding_dim)
         with self._db.write() as conn:
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())
             if write.replayed is not None:
@@ -141,7 +142,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             seq_before = changes.seq(conn)
             seq = seq_before + 1 if request else seq_before
             if request:
-                self._write_chunks(conn, request, units, current, seq, write.now)
+                self._write_chunks(conn, request, forms, units, current, seq, write.now)
                 changes.set_seq(conn, seq)
                 self._prune_tombstones(conn, seq, added=0)
             result = write.record()
@@ -149,7 +150,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             self._sync.apply(
                 seq_before,
                 seq,
-                upserts=[(c.id, u, c.scope) for c, u in zip(request, units, strict=True)],
+                upserts=([c.id for c in request], units, [c.scope for c in request]),
             )
         return result
 
@@ -157,6 +158,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         self,
         conn: apsw.Connection,
         chunks: Sequence[ValidatedChunk],
+        forms: Sequence[stored_records.StoredForm],
         units: npt.NDArray[np.float32],
         current: dict[str, int],
         seq: int,
@@ -166,10 +168,9 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         updates: list[tuple[Any, ...]] = []
         vec_inserts: list[tuple[Any, ...]] = []
         vec_updates: list[tuple[Any, ...]] = []
-        for chunk, unit in zip(chunks, units, strict=True):
-            form = stored_records.stored_form(chunk.record)
+        for chunk, form, unit in zip(chunks, forms, units, strict=True):
             stored = (form.record_json, form.embedding_key, form.embedding_f64)
-            scope_json = codec.dumps(dict(sorted(chunk.scope.items())))
+            scope_json = _scope_json(tuple(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
             # vec0 holds the unit vector: cosine ignores scale, and a raw float32 cast
@@ -338,6 +339,13 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                     int(revision),
                 )
         return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope_json(items: tuple[tuple[str, str], ...]) -> str:
+    """The ``scope_json`` column of a scope given as its sorted items (chunks share
+    few scopes: each is serialised once while it stays among the recent ones)."""
+    return codec.dumps(dict(items))
 
 
 @functools.cache

@@ -169,21 +169,18 @@ class SyncedIndex:
         seq_before: int,
         seq_after: int,
         *,
-        upserts: Sequence[tuple[str, np.ndarray[Any, Any], dict[str, str]]] = (),
+        upserts: tuple[Sequence[str], np.ndarray[Any, Any], Sequence[dict[str, str]]] | None = None,
         deletes: Sequence[str] = (),
     ) -> None:
-        """Mirror a committed write into the index, if the index was current before it."""
+        """Mirror a committed write into the index, if the index was current before it:
+        ``upserts`` are the ids, their float32 unit rows (one matrix) and scopes."""
         with self.lock.write():
             if self.index.seq != seq_before:
                 return  # the next search catches up from the database
             for chunk_id in deletes:
                 self.index.remove(chunk_id)
-            if upserts:
-                self.index.upsert_many(
-                    [u[0] for u in upserts],
-                    np.stack([u[1] for u in upserts]),
-                    [u[2] for u in upserts],
-                )
+            if upserts is not None:
+                self.index.upsert_many(*upserts)
             self.index.seq = seq_after
 
     def _catch_up(self, conn: apsw.Connection, db_seq: int) -> None:

@@ -55,8 +55,7 @@ from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.records import (
     StoredChunk,
     search_rows,
-    stored_form,
-    unit_float32_rows,
+    stored_forms,
     unit_float64,
 )
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
@@ -222,9 +221,8 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         deadlock)."""
         order = sorted(range(len(request.items)), key=lambda i: to_db(request.ids[i]))
         chunks = [request.items[i] for i in order]
-        forms = [stored_form(c.record) for c in chunks]
+        forms, units = stored_forms(chunks, self.embedding_dim)
         scopes = [scope_columns(c.scope) for c in chunks]
-        units = unit_float32_rows([c.embedding for c in chunks], self.embedding_dim)
         return VectorRows(units), (
             [to_db(c.id) for c in chunks],
             *([s[a] for s in scopes] for a in range(len(_AXES))),
