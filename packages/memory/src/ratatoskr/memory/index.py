@@ -33,7 +33,7 @@ change counter it was built to).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -46,6 +46,7 @@ from ratatoskr.memory.sidecar import Image
 Vector = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
 ScopeItems = tuple[tuple[str, str], ...]
+_FilterKey = tuple[ScopeItems, tuple[ScopeItems, ...]]
 
 # The order classes are laid out in: one tenant's classes end up adjacent.
 _LAYOUT_AXES = ("tenant", "group", "agent_self", "end_user")
@@ -145,6 +146,10 @@ class VectorIndex:
         self._selections: dict[
             frozenset[int] | None, tuple[int, list[tuple[int, int]], Rows | None]
         ] = {}
+        # Version of the postings (classes made or dropped), and the classes of recent
+        # filters at some version: a search's filter is resolved once per class change.
+        self._classes_version = 0
+        self._filters: dict[_FilterKey, tuple[int, frozenset[int] | None]] = {}
 
     def _allocate(self, cap: int) -> None:
         self._cap = cap
@@ -346,6 +351,7 @@ class VectorIndex:
 
     def _reset(self, cap: int) -> None:
         self._version += 1
+        self._classes_version += 1
         self._allocate(cap)
         self._class_of_row = np.zeros(cap, dtype=np.int32)
         self._end = 0
@@ -379,6 +385,7 @@ class VectorIndex:
             self._row[moved] = dst
 
     def _new_class(self, items: ScopeItems, start: int, count: int, cap: int) -> int:
+        self._classes_version += 1
         cls = self._next_class
         self._next_class += 1
         self._class_id[items] = cls
@@ -396,6 +403,7 @@ class VectorIndex:
         return cls
 
     def _drop_class(self, cls: int) -> None:
+        self._classes_version += 1
         seg = self._segments.pop(cls)
         self._kept -= seg.kept
         self._changed.discard(cls)
@@ -577,7 +585,24 @@ class VectorIndex:
             selected = union if selected is None else selected & union
         return selected
 
-    def _runs(self, classes: set[int]) -> list[tuple[int, int]]:
+    def search(
+        self, query: Vector, k: int, scope_all: dict[str, str], scope_any: list[dict[str, str]]
+    ) -> list[Candidate]:
+        """:meth:`nearest` over :meth:`classes_in_scope` of the filter, the classes of
+        recent filters kept until a class is made or dropped (searches repeat filters)."""
+        key = (tuple(scope_all.items()), tuple(tuple(m.items()) for m in scope_any))
+        hit = self._filters.get(key)
+        if hit is not None and hit[0] == self._classes_version:
+            classes = hit[1]
+        else:
+            found = self.classes_in_scope(scope_all, scope_any)
+            classes = None if found is None else frozenset(found)
+            if len(self._filters) >= 1024:
+                self._filters.clear()
+            self._filters[key] = (self._classes_version, classes)
+        return self.nearest(query, k, classes)
+
+    def _runs(self, classes: Set[int]) -> list[tuple[int, int]]:
         """The selected classes' rows as merged ``[start, stop)`` runs, in order."""
         spans = sorted(
             (seg.start, seg.start + seg.count)
@@ -592,7 +617,7 @@ class VectorIndex:
                 runs.append((start, stop))
         return runs
 
-    def _selection(self, classes: set[int] | None) -> tuple[list[tuple[int, int]], Rows | None]:
+    def _selection(self, classes: Set[int] | None) -> tuple[list[tuple[int, int]], Rows | None]:
         """Runs to scan and, when there are several, the rows they cover (None: one
         run, or the whole matrix with its free rows). Kept until the layout changes:
         searches outnumber the writes."""
@@ -614,7 +639,7 @@ class VectorIndex:
         self._selections[key] = (self._version, runs, rows)
         return runs, rows
 
-    def _stage1(self, query: quantized.QueryCode, classes: set[int] | None) -> tuple[Rows, F64]:
+    def _stage1(self, query: quantized.QueryCode, classes: Set[int] | None) -> tuple[Rows, F64]:
         """Rows scanned and their stage-1 scores ``a``."""
         runs, rows = self._selection(classes)
         if not runs:
@@ -667,7 +692,7 @@ class VectorIndex:
         ids = self._ids
         return [Candidate(str(ids[r]), s) for r, s in zip(at, scores[order].tolist(), strict=True)]
 
-    def nearest(self, query: Vector, k: int, classes: set[int] | None) -> list[Candidate]:
+    def nearest(self, query: Vector, k: int, classes: Set[int] | None) -> list[Candidate]:
         """Every row that may be in the exact top ``k`` of the selected classes (all
         classes when None): a superset of the true top k and its ties, best first by
         an approximate score (see :mod:`ratatoskr.memory.quantized`)."""

@@ -157,12 +157,22 @@ class SyncedIndex:
         while True:
             with self.lock.read():
                 if self.index.seq == db_seq:
-                    classes = self.index.classes_in_scope(query.scope_all, query.scope_any)
-                    return self.index.nearest(unit, query.top_k, classes)
+                    return self.index.search(unit, query.top_k, query.scope_all, query.scope_any)
                 if self.index.seq > db_seq:
                     return None
             with self.lock.write():
                 self._catch_up(conn, db_seq)
+
+    def current(
+        self, unit: np.ndarray[Any, Any], query: SearchQuery
+    ) -> tuple[int, list[Candidate]]:
+        """The index's ``seq`` and its candidates at that ``seq``, whatever the database
+        holds (a search then checks the ``seq`` in its snapshot, see
+        :meth:`candidates`)."""
+        with self.lock.read():
+            return self.index.seq, self.index.search(
+                unit, query.top_k, query.scope_all, query.scope_any
+            )
 
     def apply(
         self,
