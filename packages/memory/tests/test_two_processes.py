@@ -90,3 +90,32 @@ def test_index_follows_writes_of_another_store_on_the_same_file(tmp_path: Path) 
     assert b.search([1.0, 0.0], top_k=1)[0]["chunk_id"] == "r0"
     a.close()
     b.close()
+
+
+def test_a_search_on_a_stale_index_sees_what_another_store_wrote_since(tmp_path: Path) -> None:
+    """The search ranks on its index first and reads the change counter with the
+    records: a counter moved by another store's write sends it back to catch up, so
+    a better chunk written there (its own candidates still existing) is not missed,
+    and a stale candidate's old vector is never scored."""
+    db = str(tmp_path / "stale.db")
+    a = open_memory_store(db, embedding_dim=2)
+    b = open_memory_store(db, embedding_dim=2)
+    ctx = DispatchContext(actor="x")
+    a.upsert_many(
+        [{"id": "old", "embedding": [1.0, 0.5], "scope": {}}], idempotency_key="1", ctx=ctx
+    )
+    assert [r["chunk_id"] for r in b.search([1.0, 0.0], top_k=2)] == ["old"]
+    a.upsert_many(
+        [{"id": "new", "embedding": [1.0, 0.0], "scope": {}}], idempotency_key="2", ctx=ctx
+    )
+    rows = b.search([1.0, 0.0], top_k=2)
+    assert [(r["chunk_id"], r["revision"]) for r in rows] == [("new", 1), ("old", 1)]
+    assert rows[0]["score"] == 1.0
+    a.upsert_many(
+        [{"id": "old", "embedding": [0.0, 1.0], "scope": {}}], idempotency_key="3", ctx=ctx
+    )
+    rows = b.search([1.0, 0.0], top_k=1)
+    assert [(r["chunk_id"], r["score"]) for r in rows] == [("new", 1.0)]
+    assert [r["revision"] for r in b.search([0.0, 1.0], top_k=1)] == [2]
+    a.close()
+    b.close()
