@@ -150,3 +150,33 @@ def test_views_survive_appends_and_epochs() -> None:
 def test_empty_and_k_larger_than_count() -> None:
     assert search([], [0, 0], 5, 2) == []
     assert search([[1, 1]], [0, 0], 1000, 2) == [(0, 2)]
+
+
+def test_view_of_every_row_is_kept_until_the_next_append() -> None:
+    index = ExactIndex(2)
+    rows = np.asarray([[0, 0], [3, 4]], dtype=np.int32)
+    assert index.current() is None  # no history yet
+    first = index.view(1, 2, lambda a, b: rows[a:b])
+    assert index.current() == (1, first)
+    assert index.view(1, 2, lambda a, b: rows[a:b]) is first
+    assert index.view(1, 1, lambda a, b: rows[a:b]).fixed.shape[0] == 1
+    index.append_if_next(1, 2, [6, 8])
+    held = index.current()
+    assert held is not None and held[1] is not first
+    assert held[1].top_k([6, 8], 3) == [(2, 0), (1, 25), (0, 100)]
+    assert first.top_k([6, 8], 3) == [(1, 25), (0, 100)]  # the old view is unchanged
+
+
+@pytest.mark.parametrize("dim", [1, 2, 16, 32, 33])
+def test_large_views_with_crowded_keys(dim: int) -> None:
+    # Thousands of rows, many exactly equal, on both prefilter kernels: the float pass
+    # meets long runs of equal keys and the threshold's float32 rounding.
+    rng = np.random.default_rng(dim)
+    base = rng.integers(-(2**16), 2**16, size=(300, dim))
+    rows = np.concatenate([base[rng.integers(0, 300, size=3000)], base]).tolist()
+    view = index_of(rows, dim).view(0, len(rows), lambda a, b: np.empty((0, dim), np.int32))
+    for j in range(4):
+        query = rows[j * 7] if j % 2 else rng.integers(-(2**16), 2**16, size=dim).tolist()
+        ranked = reference_top_k(rows, query, 60)
+        for k in (1, 10, 60):
+            assert view.top_k(query, k) == ranked[:k]

@@ -16,6 +16,7 @@ from ratatoskr.vmp import (
     VmpStore,
     open_vmp_store,
 )
+from ratatoskr.vmp.errors import InternalError
 from ratatoskr.vmp.fixedpoint import squared_l2, to_fixed_vector
 
 from .conftest import DIM, vec
@@ -225,3 +226,61 @@ def test_second_store_on_one_file_sees_the_others_writes(tmp_path: Path) -> None
         assert hits[0].squared_distance == squared_l2(
             to_fixed_vector(vec(7), DIM), to_fixed_vector(vec(2), DIM)
         )
+
+
+def test_probe_route_answers_as_the_general_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The probe's one statement in autocommit and the general route's read transaction
+    # give the same hits, metadata included, bit for bit.
+    path = str(tmp_path / "vmp.db")
+    with open_vmp_store(path, dim=DIM, options=ConnectionOptions(synchronous="OFF")) as store:
+        for i in range(40):
+            store.upsert_vector(vec(i), metadata={"i": i} if i % 3 else None)
+        store.set_metadata("rec:4", {"changed": True})
+        queries = [vec(1000 + j) for j in range(20)]
+        probed = [store.search_vector(q, 7) for q in queries]
+        taken: list[bool] = []
+        original = store._probe_hits
+
+        def spy(top: list[tuple[int, int]], counters: tuple[int, int]) -> object:
+            answer = original(top, counters)
+            taken.append(answer is not None)
+            return answer
+
+        monkeypatch.setattr(store, "_probe_hits", spy)
+        assert [store.search_vector(q, 7) for q in queries] == probed
+        assert all(taken) and len(taken) == len(queries)
+        monkeypatch.setattr(store, "_probe_hits", lambda top, counters: None)
+        assert [store.search_vector(q, 7) for q in queries] == probed
+
+
+def test_probe_sees_another_writer_at_once(tmp_path: Path) -> None:
+    # Another store on the file stands in for another process: its upsert, metadata
+    # change and restore are each seen by the very next search through the probe.
+    path = str(tmp_path / "vmp.db")
+    fast = ConnectionOptions(synchronous="OFF")
+    with (
+        open_vmp_store(path, dim=DIM, options=fast) as a,
+        open_vmp_store(path, dim=DIM, options=fast) as b,
+    ):
+        a.upsert_vector(vec(1))
+        assert [h.record_id for h in b.search_vector(vec(1), 5)] == [0]
+        a.upsert_vector(vec(1), metadata={"m": 1})
+        hits = b.search_vector(vec(1), 5)
+        assert [(h.record_id, h.metadata) for h in hits] == [(0, None), (1, {"m": 1})]
+        a.set_metadata("rec:0", {"m": 0})
+        assert [h.metadata for h in b.search_vector(vec(1), 5)] == [{"m": 0}, {"m": 1}]
+        fresh = open_vmp_store(":memory:", dim=DIM)
+        fresh.upsert_vector(vec(9))
+        a.restore(fresh.snapshot())
+        assert [(h.record_id, h.metadata) for h in b.search_vector(vec(1), 5)] == [(0, None)]
+
+
+def test_closed_store_search_fails_typed(tmp_path: Path) -> None:
+    store = open_vmp_store(str(tmp_path / "vmp.db"), dim=DIM)
+    store.upsert_vector(vec(1))
+    store.close()
+    store.close()
+    with pytest.raises(InternalError):
+        store.search_vector(vec(1), 1)

@@ -34,7 +34,11 @@ a float32 dot product: fewer roundings, the same bound.
 under it have ``K ≤ T + E``, so the k-th smallest true key is at most ``T + E``,
 and every row of the true top k — ties with the k-th included — has
 ``k̃ ≤ K + E ≤ T + 2E``: the candidates are the rows with ``k̃ ≤ T + 2E`` (the
-threshold rounded up to the keys' type, so the comparison loses none).
+threshold raised by a relative 2**-22 and 2**-126, so that rounding it to
+float32 for the comparison — to nearest, half an ulp at most — loses none).
+
+``‖y‖`` is ``math.hypot`` of the query's integers times 2**-16 (an error below
+one ulp, inside the factor 2.5 above).
 
 **2. Exact re-score** of the candidates, ordered by (distance, record_id).
 Let ``A`` bound every stored ``|x|`` and ``Y`` the query's ``|y|`` (Q16.16
@@ -77,7 +81,12 @@ INT64_EXACT = 2**63
 WIDE_MAX_DIM = 32
 # Rows per block of the int64 limb pass, so its temporaries stay around 8 MiB.
 _EXACT_BLOCK_ELEMENTS = 1 << 20
-_F32_INF = np.float32(np.inf)
+# The prefilter's coefficients are ``fl32(-2·y) = fl32(q·(-2**-15))``: exact in float64.
+_MINUS_TWO_Y = -2.0 / SCALE
+_ONE = [1.0]
+# Raise a threshold this much (relative, then absolute) before float32 compares it.
+_F32_ROUND_UP = 2.0**-22
+_F32_TINY = 2.0**-126
 
 _S = TypeVar("_S", bound=np.generic)
 
@@ -147,12 +156,20 @@ class IndexView:
             return []
         k = min(k, count)
         q = np.asarray(query, dtype=np.int64)
-        candidates = np.arange(count) if count <= 2 * k else self.prefilter(q, k)
-        rows = self.fixed[candidates]
-        if exact_in_int64(q.shape[0], self.max_abs, _max_abs(q)):
+        values = q.tolist()
+        # Python's C loop over the list: cheaper than numpy calls at these sizes.
+        largest = max(map(abs, values), default=0)
+        if count <= 2 * k:
+            candidates = np.arange(count)
+        else:
+            candidates = self._prefilter(q, k, math.hypot(*values) * _INV_SCALE)
+        rows = self.fixed.take(candidates, axis=0)  # ``take``: a fraction of ``[candidates]``
+        if exact_in_int64(q.shape[0], self.max_abs, largest):
             diff = rows - q  # int64: |d| < 2**32
-            distances = np.einsum("ij,ij->i", diff, diff)  # exact: every partial sum < 2**63
-            order = np.lexsort((candidates, distances))[:k]
+            diff *= diff  # exact: every square, and every partial sum below, < 2**63
+            distances = diff.sum(axis=1)
+            # The candidates ascend, so a stable order breaks ties by the lower record_id.
+            order = distances.argsort(kind="stable")[:k]
             return list(zip(candidates[order].tolist(), distances[order].tolist(), strict=True))
         hi, lo = exact_distances(rows, q)
         if candidates.shape[0] > k:
@@ -165,19 +182,22 @@ class IndexView:
 
     def prefilter(self, q: Int64Array, k: int) -> Int64Array:
         """Every row that may belong to the top ``k`` of ``q`` (the prefilter's candidates)."""
+        return self._prefilter(q, k, math.hypot(*q.tolist()) * _INV_SCALE)
+
+    def _prefilter(self, q: Int64Array, k: int, query_norm: float) -> Int64Array:
         dim = q.shape[0]
-        y = q * _INV_SCALE  # float64, exact: |q| ≤ 2**31
-        slack = prefilter_slack(dim, self.max_norm, math.sqrt(float(y @ y)))
+        slack = prefilter_slack(dim, self.max_norm, query_norm)
         keys: FloatArray
         if self.wide is not None:
-            coefficients = np.empty(dim + 1, dtype=np.float32)
-            np.multiply(y, -2.0, out=coefficients[:dim])  # -2·fl32(y): exact doubling
-            coefficients[dim] = 1.0
+            # -2·fl32(y) and the 1 of the Σx² row; q·(-2**-15) is exact in float64, and the
+            # conversion rounds it to float32 once. A list: dim ≤ WIDE_MAX_DIM here.
+            coefficients = np.array([v * _MINUS_TWO_Y for v in q.tolist()] + _ONE, np.float32)
             keys = coefficients @ self.wide  # matmul: np.dot copies a strided matrix
         else:
             assert self.approx is not None and self.squares is not None
             # simsimd: one thread, SIMD, float32 products (see the module docstring).
-            query = y.astype(np.float32)[None, :]
+            query = np.empty((1, dim), dtype=np.float32)
+            np.multiply(q, _INV_SCALE, out=query[0])  # fl32(y)
             dots = np.asarray(simsimd.cdist(query, self.approx, metric="dot"), np.float64)[0]
             dots *= -2.0
             dots += self.squares
@@ -188,15 +208,14 @@ class IndexView:
 def _candidates(keys: FloatArray, k: int, slack: float) -> Int64Array:
     """The rows with ``key ≤ T + 2·slack``, ``T`` the k-th smallest key (module docstring)."""
     kth = float(np.partition(keys, k - 1)[k - 1])
-    return np.flatnonzero(keys <= _at_least(kth + 2.0 * slack, keys))
+    # ``.nonzero()`` itself: ``np.flatnonzero`` adds a ravel and two Python calls.
+    return (keys <= _raised(kth + 2.0 * slack)).nonzero()[0]
 
 
-def _at_least(value: float, keys: FloatArray) -> float | np.float32:
-    """``value`` in the keys' type, rounded up (a comparison must not lose a candidate)."""
-    if keys.dtype != np.float32:
-        return value
-    rounded = np.float32(value)
-    return np.nextafter(rounded, _F32_INF) if float(rounded) < value else rounded
+def _raised(value: float) -> float:
+    """``value`` raised so that its float32 rounding (to nearest) is still at least ``value``:
+    a comparison with float32 keys loses no candidate (module docstring)."""
+    return value + abs(value) * _F32_ROUND_UP + _F32_TINY
 
 
 class ExactIndex:
@@ -212,6 +231,7 @@ class ExactIndex:
         self.dim = dim
         self._lock = threading.Lock()
         self._epoch: int | None = None
+        self._last: IndexView | None = None
         self._reset(None)
 
     def current(self) -> tuple[int, IndexView] | None:
@@ -249,7 +269,12 @@ class ExactIndex:
     def _view(self, count: int) -> IndexView:
         # Slices stay valid: appends write past ``count`` or into a fresh array. The
         # maxima may cover rows past ``count``: an upper bound is all they must be.
-        return IndexView(
+        # The view of every row is kept until the next append or reset: most searches
+        # ask for it, and building one costs a fair part of a small search.
+        last = self._last
+        if last is not None and last.fixed.shape[0] == count:
+            return last
+        view = IndexView(
             self._fixed[:count],
             self._max_abs,
             self._max_norm,
@@ -257,9 +282,13 @@ class ExactIndex:
             None if self._approx is None else self._approx[:count],
             None if self._squares is None else self._squares[:count],
         )
+        if count == self._count:
+            self._last = view
+        return view
 
     def _reset(self, epoch: int | None) -> None:
         self._epoch = epoch
+        self._last = None
         self._count = 0
         self._max_abs = 0
         self._max_norm = 0.0
@@ -279,6 +308,7 @@ class ExactIndex:
         added = rows.shape[0]
         if added == 0:
             return
+        self._last = None  # its maxima may change, and a view of every row grows
         needed = self._count + added
         if needed > self._fixed.shape[0]:
             capacity = max(needed, 2 * self._fixed.shape[0], 64)
@@ -314,7 +344,3 @@ def _grown_columns(array: npt.NDArray[_S], capacity: int, used: int) -> npt.NDAr
     grown = np.empty((array.shape[0], capacity), dtype=array.dtype)
     grown[:, :used] = array[:, :used]
     return grown
-
-
-def _max_abs(q: Int64Array) -> int:
-    return int(np.abs(q).max()) if q.shape[0] else 0

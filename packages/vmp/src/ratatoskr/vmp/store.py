@@ -4,17 +4,31 @@ Every write is one ``BEGIN IMMEDIATE`` transaction of the shared
 :class:`ratatoskr.sqlite.Database` (record + nodes + edge + metadata + counters,
 all or nothing). Searches answer from an in-memory copy of the vectors
 (:mod:`ratatoskr.vmp.index`), kept in step with the file: a write appends its
-row after commit, and every search reads the counters inside its read
-transaction and loads whatever rows it lacks (written by another process) or
-reloads everything when a restore changed the epoch.
+row after commit, and a search reads the counters in the same snapshot as the
+hits' metadata and, when they show rows the index lacks (written by another
+process) or another epoch (a restore), loads them or reloads everything.
+
+**The probe.** A search's one statement — the counters and the hits'
+metadata, ``_search_sql`` — runs on the store's probe: a read-only connection of
+its own that runs nothing else, in autocommit. One statement reads one snapshot,
+so it needs no ``BEGIN``/``COMMIT`` around it (those and the transaction's
+context managers cost about as much as the statement); the rows the index
+already holds are scored first, and the answer stands when the counters say
+those rows are the file's (records are append-only within an epoch). Otherwise
+— another process's write or a restore, a probe busy in another thread, a
+database in memory (one connection, no probe) — the search takes the general
+route through the thread's reader, loading what is missing inside one read
+transaction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -30,6 +44,8 @@ from ratatoskr.sqlite import (
     StorageError,
     StorageFull,
     codec,
+    connect,
+    translate_errors,
 )
 from ratatoskr.vmp.canonical import MAX_JSON_BYTES, canonical_json
 from ratatoskr.vmp.errors import (
@@ -172,8 +188,18 @@ class VmpStore(ClosesOnExit):
         self.dim = dim
         self.max_records = max_records
         self._index = ExactIndex(dim)
-        with _storage_errors(), self._db.read() as conn:
-            self._view(conn)  # load the vectors now rather than on the first search
+        # The probe (module docstring) and the lock that keeps it to one thread at a time.
+        self._probe_lock = threading.Lock()
+        self._probe: apsw.Connection | None = None
+        with _storage_errors():
+            if not db.is_memory:
+                self._probe = connect(db.path, dataclasses.replace(db.options, readonly=True))
+            try:
+                with self._db.read() as conn:
+                    self._view(conn)  # load the vectors now rather than on the first search
+            except BaseException:
+                self._close_probe()
+                raise
 
     @property
     def directory(self) -> str | None:
@@ -188,8 +214,15 @@ class VmpStore(ClosesOnExit):
 
     def close(self) -> None:
         """Close the database; later calls fail with INTERNAL_ERROR. Idempotent."""
+        self._close_probe()
         self._db.close()
         self._index.invalidate()
+
+    def _close_probe(self) -> None:
+        with self._probe_lock:
+            probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.close()
 
     # -- writes ---------------------------------------------------------------
 
@@ -358,21 +391,41 @@ class VmpStore(ClosesOnExit):
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidArgument(f"k must be an integer within 1…{MAX_K}")
         fixed = to_fixed_array(query_vector, self.dim)
-        with _storage_errors(), self._db.read() as conn:
-            # Optimistically from the rows held (this process wrote every record so far,
-            # the common case): one statement then reads the hits' metadata and the
-            # counters together, and the answer stands when they say the rows held are
-            # the file's. Otherwise load what is missing, inside the same snapshot.
+        with _storage_errors():
             held = self._index.current()
             if held is not None:
                 epoch, view = held
                 top = view.top_k(fixed, k)
-                counters, metadata = _hits_metadata(conn, top)
-                if counters == (view.fixed.shape[0], epoch):
-                    return _hits(top, metadata)
-            top = self._view(conn).top_k(fixed, k)
-            _, metadata = _hits_metadata(conn, top)
+                answer = self._probe_hits(top, (view.fixed.shape[0], epoch))
+                if answer is not None:
+                    return answer
+            with self._db.read() as conn:
+                # The general route, inside one snapshot: the rows held first, as above,
+                # then whatever is missing.
+                if held is not None:
+                    counters, metadata = _hits_metadata(conn, top)
+                    if counters == (view.fixed.shape[0], epoch):
+                        return _hits(top, metadata)
+                top = self._view(conn).top_k(fixed, k)
+                _, metadata = _hits_metadata(conn, top)
         return _hits(top, metadata)
+
+    def _probe_hits(
+        self, top: list[tuple[int, int]], counters: tuple[int, int]
+    ) -> list[SearchHit] | None:
+        """The hits of ``top`` read through the probe when the file's ``(next_record_id,
+        epoch)`` are ``counters``; None otherwise, without a probe, or while another
+        thread uses it (a search never waits for that)."""
+        if not self._probe_lock.acquire(blocking=False):
+            return None
+        try:
+            if self._probe is None:
+                return None
+            with translate_errors():
+                read, metadata = _hits_metadata(self._probe, top)
+        finally:
+            self._probe_lock.release()
+        return _hits(top, metadata) if read == counters else None
 
     def get_metadata(self, target_id: str) -> Any:
         """The metadata of ``rec:N`` / ``node:N``; None when unset, unknown or malformed."""
@@ -524,7 +577,7 @@ def _field_json(value: Any, what: str) -> str | None:
     if value is None:
         return None
     text = canonical_json(value)
-    # A character is at most 4 bytes of UTF-8: most texts need no encoding to tell.
+    # A character is at most 4 bytes of UTF-8: most metadata need no encoding to tell.
     if len(text) * 4 > MAX_JSON_BYTES and len(text.encode("utf-8")) > MAX_JSON_BYTES:
         raise InvalidArgument(f"{what} exceeds {MAX_JSON_BYTES} bytes as canonical JSON")
     return text
