@@ -32,6 +32,9 @@ PRUNE_PER_WRITE = 64
 
 SEQ = "seq"
 HORIZON = "tombstones_pruned_through"
+# The change counter as a scalar subquery (NULL before the first write: read as 0),
+# for a statement that reads it in the same snapshot as the rows it returns.
+SEQ_SQL = f"(SELECT value FROM memory_counters WHERE name = '{SEQ}')"
 
 
 def _counter(conn: apsw.Connection, name: str) -> int:

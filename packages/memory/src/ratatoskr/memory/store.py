@@ -264,13 +264,18 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         unit = exact_query.astype(np.float32)
         for _attempt in range(_SNAPSHOT_ATTEMPTS):
             with self._db.read() as conn:
-                db_seq = changes.seq(conn)
-                candidates = self._sync.candidates(conn, db_seq, unit, query)
-                if candidates is None:
-                    # A write of this process committed after this snapshot began:
-                    # take a newer snapshot so index and records agree.
-                    continue
-                found = self._fetch(conn, [c.chunk_id for c in candidates])
+                # Optimistic: rank on the index as it is, then read the records and the
+                # change counter in one statement (the snapshot's first): when the
+                # counter is the index's, index and records agree.
+                seq, candidates = self._sync.current(unit, query)
+                found, db_seq = self._fetch_at(conn, [c.chunk_id for c in candidates])
+                if db_seq != seq:
+                    # Another process wrote (the index catches up inside this snapshot),
+                    # or a write of this process committed after this snapshot began.
+                    again = self._sync.candidates(conn, db_seq, unit, query)
+                    if again is None:
+                        continue  # take a newer snapshot so index and records agree
+                    found = self._fetch(conn, [c.chunk_id for c in again])
             break
         else:
             raise StorageUnavailable("the index could not catch up with concurrent writes")
@@ -327,9 +332,16 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
     def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:
         """Stored rows by id, undecoded: ``record_json`` is parsed when first used and
         the embedding blob is kept as bytes."""
+        return SqliteMemoryStore._fetch_at(conn, ids)[0]
+
+    @staticmethod
+    def _fetch_at(conn: apsw.Connection, ids: Sequence[str]) -> tuple[dict[str, StoredChunk], int]:
+        """:meth:`_fetch`, and the change counter of the snapshot it read (from the
+        same statement when a row came back, else read on its own)."""
         out: dict[str, StoredChunk] = {}
+        at: int | None = None
         for part in _chunks(ids):
-            for chunk_id, record_json, key, blob, revision in conn.execute(
+            for chunk_id, record_json, key, blob, revision, seq in conn.execute(
                 _fetch_sql(len(part)), tuple(part)
             ):
                 out[str(chunk_id)] = StoredChunk(
@@ -338,7 +350,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                     blob,
                     int(revision),
                 )
-        return out
+                at = 0 if seq is None else int(seq)
+        return out, changes.seq(conn) if at is None else at
 
 
 @functools.lru_cache(maxsize=4096)
@@ -353,7 +366,7 @@ def _fetch_sql(n: int) -> str:
     """The fetch of ``n`` ids (made once per count: a search runs it every time, and
     the same text finds apsw's prepared statement)."""
     return (
-        "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision"
+        f"SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, {changes.SEQ_SQL}"
         f" FROM memory_chunks WHERE chunk_id IN ({_placeholders(n)})"
     )
 
