@@ -55,9 +55,10 @@ _LAYOUT_AXES = ("tenant", "group", "agent_self", "end_user")
 _MAX_RUNS = 48
 _MIN_SEGMENT = 4
 # Up to this many rows in scope, the fine pass (both int8 levels of every row, one
-# threshold) is cheaper than two stages: fewer calls, no dequantized gather (at 100
-# rows, one end user's class in index_bench, about half the time; near even at 1,000).
-FINE_ROWS = 384
+# threshold) is cheaper than two stages: fewer calls, no dequantized gather, but
+# twice the kernel's work per row (index_bench's data, interleaved: 7% faster at
+# 100 rows, one end user's class; 3% at 200; slower from about 250; 30% at 1,000).
+FINE_ROWS = 200
 
 
 def _room(count: int) -> int:
