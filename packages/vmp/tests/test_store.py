@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
+import apsw
 import pytest
 
-from ratatoskr.sqlite import ConnectionOptions, SchemaMismatch
+from ratatoskr.sqlite import ConnectionOptions, SchemaMismatch, StorageUnavailable
 from ratatoskr.vmp import (
     CapacityExceeded,
     DimMismatch,
     InvalidArgument,
     NotFound,
+    SearchHit,
     VmpStore,
     open_vmp_store,
 )
@@ -228,31 +231,34 @@ def test_second_store_on_one_file_sees_the_others_writes(tmp_path: Path) -> None
         )
 
 
-def test_probe_route_answers_as_the_general_route(
+def test_held_route_answers_as_the_general_route(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The probe's one statement in autocommit and the general route's read transaction
-    # give the same hits, metadata included, bit for bit.
+    # From memory (rows and metadata flags, proven by the probe) and through the
+    # general route's read transaction: the same hits, metadata included, bit for bit.
     path = str(tmp_path / "vmp.db")
     with open_vmp_store(path, dim=DIM, options=ConnectionOptions(synchronous="OFF")) as store:
         for i in range(40):
             store.upsert_vector(vec(i), metadata={"i": i} if i % 3 else None)
         store.set_metadata("rec:4", {"changed": True})
-        queries = [vec(1000 + j) for j in range(20)]
-        probed = [store.search_vector(q, 7) for q in queries]
+        store.set_metadata("rec:5", None)
+        store.set_metadata("rec:6", {"now": "set"})
+        queries = [vec(1000 + j) for j in range(20)] + [vec(j) for j in range(3, 8)]
+        held = [store.search_vector(q, 7) for q in queries]
+        assert {h.record_id: h.metadata for hits in held for h in hits}.get(6) == {"now": "set"}
         taken: list[bool] = []
-        original = store._probe_hits
+        original = store._search_held
 
-        def spy(top: list[tuple[int, int]], counters: tuple[int, int]) -> object:
-            answer = original(top, counters)
+        def spy(*args: Any) -> list[SearchHit] | None:
+            answer = original(*args)
             taken.append(answer is not None)
             return answer
 
-        monkeypatch.setattr(store, "_probe_hits", spy)
-        assert [store.search_vector(q, 7) for q in queries] == probed
+        monkeypatch.setattr(store, "_search_held", spy)
+        assert [store.search_vector(q, 7) for q in queries] == held
         assert all(taken) and len(taken) == len(queries)
-        monkeypatch.setattr(store, "_probe_hits", lambda top, counters: None)
-        assert [store.search_vector(q, 7) for q in queries] == probed
+        monkeypatch.setattr(store, "_search_held", lambda *args: None)
+        assert [store.search_vector(q, 7) for q in queries] == held
 
 
 def test_probe_sees_another_writer_at_once(tmp_path: Path) -> None:
@@ -284,3 +290,18 @@ def test_closed_store_search_fails_typed(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(InternalError):
         store.search_vector(vec(1), 1)
+
+
+def test_probe_failure_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Busy:
+        def execute(self, *args: object) -> object:
+            raise apsw.BusyError("locked")
+
+    with open_vmp_store(str(tmp_path / "vmp.db"), dim=DIM) as store:
+        store.upsert_vector(vec(1))
+        monkeypatch.setattr(store, "_probe", Busy())
+        with pytest.raises(InternalError) as info:
+            store.search_vector(vec(1), 1)
+        assert isinstance(info.value.__cause__, StorageUnavailable)
+        monkeypatch.undo()
+        assert [h.record_id for h in store.search_vector(vec(1), 1)] == [0]

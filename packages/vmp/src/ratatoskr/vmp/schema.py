@@ -7,7 +7,8 @@ node names its record. ``vmp_edges``: one PARENT_OF edge (kind 1) from a
 document to each of its chunks. ``vmp_state``: one row of counters — the next
 record and node ids (logical state, snapshotted and hashed) and ``epoch``,
 which is not state: it changes whenever a restore replaces the state, so
-caches of the vectors know to reload.
+caches of the vectors know to reload; ``metadata_changes`` (migration 2) likewise
+for what is cached of the records' metadata.
 """
 
 from __future__ import annotations
@@ -49,4 +50,19 @@ CREATE TABLE vmp_state (
 INSERT INTO vmp_state (id, next_record_id, next_node_id, epoch) VALUES (0, 0, 0, 0);
 """
 
-MIGRATIONS = [Migration(1, "vmp records, nodes, edges and counters", _INITIAL)]
+# ``metadata_changes`` counts the updates of a record's metadata (not
+# state either: never snapshotted or hashed); the trigger bumps it whoever writes, so
+# a process that holds which records have metadata (``ratatoskr.vmp.tagged``) can tell
+# from the counters alone whether that still holds.
+_METADATA_CHANGES = """
+ALTER TABLE vmp_state ADD COLUMN metadata_changes INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER vmp_records_metadata_changes AFTER UPDATE OF metadata ON vmp_records
+BEGIN
+    UPDATE vmp_state SET metadata_changes = metadata_changes + 1 WHERE id = 0;
+END;
+"""
+
+MIGRATIONS = [
+    Migration(1, "vmp records, nodes, edges and counters", _INITIAL),
+    Migration(2, "vmp metadata change counter", _METADATA_CHANGES),
+]

@@ -8,17 +8,21 @@ row after commit, and a search reads the counters in the same snapshot as the
 hits' metadata and, when they show rows the index lacks (written by another
 process) or another epoch (a restore), loads them or reloads everything.
 
-**The probe.** A search's one statement — the counters and the hits'
-metadata, ``_search_sql`` — runs on the store's probe: a read-only connection of
-its own that runs nothing else, in autocommit. One statement reads one snapshot,
-so it needs no ``BEGIN``/``COMMIT`` around it (those and the transaction's
-context managers cost about as much as the statement); the rows the index
-already holds are scored first, and the answer stands when the counters say
-those rows are the file's (records are append-only within an epoch). Otherwise
-— another process's write or a restore, a probe busy in another thread, a
-database in memory (one connection, no probe) — the search takes the general
-route through the thread's reader, loading what is missing inside one read
-transaction.
+**The probe.** Most searches answer from memory: the index's rows, and
+which records have metadata (:mod:`ratatoskr.vmp.tagged`). What proves them the
+file's is one statement of the counters — ``next_record_id``, ``epoch`` and
+``metadata_changes`` — run on the store's probe: a read-only connection of its
+own that runs nothing else, in autocommit (one statement reads one snapshot, so
+it needs no ``BEGIN``/``COMMIT``, which with their context managers cost about
+as much again). Records are append-only within an epoch, and every update of a
+record's metadata bumps ``metadata_changes`` (a trigger, whoever writes), so
+equal counters mean the rows and flags held are the file's. Hits with metadata
+are read in a second statement that reads the counters again, and stands only
+if they are unchanged. Otherwise — another process's write or a restore, flags
+not yet reloaded, a probe busy in another thread, a database in memory (one
+connection, no probe) — the search takes the general route: one read
+transaction through the thread's reader that loads what is missing, then reads
+the hits' metadata.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from ratatoskr.vmp.errors import (
     VmpError,
 )
 from ratatoskr.vmp.fixedpoint import MAX_DIM, score_of, to_fixed_array, to_fixed_vector
-from ratatoskr.vmp.index import ExactIndex, IndexView, Int32Matrix
+from ratatoskr.vmp.index import ExactIndex, IndexView, Int32Matrix, Int64Array
 from ratatoskr.vmp.interface import ClosesOnExit, UpsertOptions, upsert_fields
 from ratatoskr.vmp.schema import (
     EDGE_PARENT_OF,
@@ -76,6 +80,7 @@ from ratatoskr.vmp.snapshot import (
     open_snapshot,
     state_hash,
 )
+from ratatoskr.vmp.tagged import MetadataFlags
 
 MAX_K = 1000
 MAX_U32 = 0xFFFFFFFF
@@ -188,6 +193,7 @@ class VmpStore(ClosesOnExit):
         self.dim = dim
         self.max_records = max_records
         self._index = ExactIndex(dim)
+        self._flags = MetadataFlags()
         # The probe (module docstring) and the lock that keeps it to one thread at a time.
         self._probe_lock = threading.Lock()
         self._probe: apsw.Connection | None = None
@@ -196,7 +202,7 @@ class VmpStore(ClosesOnExit):
                 self._probe = connect(db.path, dataclasses.replace(db.options, readonly=True))
             try:
                 with self._db.read() as conn:
-                    self._view(conn)  # load the vectors now rather than on the first search
+                    self._sync(conn)  # load the vectors now rather than on the first search
             except BaseException:
                 self._close_probe()
                 raise
@@ -217,6 +223,7 @@ class VmpStore(ClosesOnExit):
         self._close_probe()
         self._db.close()
         self._index.invalidate()
+        self._flags.forget()
 
     def _close_probe(self) -> None:
         with self._probe_lock:
@@ -246,7 +253,7 @@ class VmpStore(ClosesOnExit):
         metadata_json = _field_json(metadata, "metadata")
         blob = np.asarray(fixed, dtype="<i4").tobytes()
         with _storage_errors(), self._db.write() as conn:
-            next_record, next_node, epoch = _counters(conn)
+            next_record, next_node, epoch, version = _counters(conn)
             if next_record >= self.max_records:
                 raise CapacityExceeded(f"the store holds its maximum of {self.max_records} records")
             if document is None:
@@ -280,6 +287,7 @@ class VmpStore(ClosesOnExit):
                 (next_record + 1, new_next_node),
             )
         self._index.append_if_next(epoch, next_record, fixed)
+        self._flags.inserted(epoch, version, next_record, metadata_json is not None)
         return UpsertResult(next_record, document, chunk)
 
     def set_metadata(self, target_id: str, metadata: Any) -> None:
@@ -294,9 +302,12 @@ class VmpStore(ClosesOnExit):
         kind, number = target
         table, column = ("vmp_records", "record_id") if kind == "rec" else ("vmp_nodes", "node_id")
         with _storage_errors(), self._db.write() as conn:
+            _, _, epoch, before = _counters(conn)
             conn.execute(f"UPDATE {table} SET metadata = ? WHERE {column} = ?", (text, number))
             if conn.changes() != 1:
                 raise NotFound(f"{kind}:{number} does not exist")
+        if kind == "rec":
+            self._flags.updated(epoch, before, number, text is not None)
 
     def restore(self, blob: bytes) -> None:
         """Replace the whole state by the snapshot ``blob``, atomically.
@@ -374,6 +385,7 @@ class VmpStore(ClosesOnExit):
         except OSError as exc:
             raise InternalError(f"snapshot file could not be read ({type(exc).__name__})") from exc
         self._index.invalidate()
+        self._flags.forget()
 
     def _check_capacity(self, counts: SnapshotCounts) -> None:
         if counts.records > self.max_records:
@@ -394,38 +406,46 @@ class VmpStore(ClosesOnExit):
         with _storage_errors():
             held = self._index.current()
             if held is not None:
-                epoch, view = held
-                top = view.top_k(fixed, k)
-                answer = self._probe_hits(top, (view.fixed.shape[0], epoch))
+                answer = self._search_held(held, fixed, k)
                 if answer is not None:
                     return answer
             with self._db.read() as conn:
-                # The general route, inside one snapshot: the rows held first, as above,
-                # then whatever is missing.
-                if held is not None:
-                    counters, metadata = _hits_metadata(conn, top)
-                    if counters == (view.fixed.shape[0], epoch):
-                        return _hits(top, metadata)
-                top = self._view(conn).top_k(fixed, k)
+                top = self._sync(conn).top_k(fixed, k)
                 _, metadata = _hits_metadata(conn, top)
         return _hits(top, metadata)
 
-    def _probe_hits(
-        self, top: list[tuple[int, int]], counters: tuple[int, int]
+    def _search_held(
+        self, held: tuple[int, IndexView], fixed: Int64Array, k: int
     ) -> list[SearchHit] | None:
-        """The hits of ``top`` read through the probe when the file's ``(next_record_id,
-        epoch)`` are ``counters``; None otherwise, without a probe, or while another
-        thread uses it (a search never waits for that)."""
+        """The answer from the rows and flags held, when the probe proves them the file's
+        (module docstring); None otherwise, without a probe, or while another thread
+        uses it (a search never waits for that)."""
+        epoch, view = held
+        count = view.fixed.shape[0]
+        top = view.top_k(fixed, k)
         if not self._probe_lock.acquire(blocking=False):
             return None
         try:
             if self._probe is None:
                 return None
+            state = _state(self._probe)
+            if state[:2] != (count, epoch):
+                return None
+            flags = self._flags.current(epoch, state[2], count)
+            if flags is None:
+                return None
+            tagged = [hit for hit in top if flags[hit[0]]]
+            if not tagged:
+                return [SearchHit(rid, dist, None) for rid, dist in top]
+            again, metadata = _hits_metadata(self._probe, tagged)
+        except apsw.Error:
+            # Translated only when raised: entering the translation costs a fair part
+            # of a search that raises nothing.
             with translate_errors():
-                read, metadata = _hits_metadata(self._probe, top)
+                raise
         finally:
             self._probe_lock.release()
-        return _hits(top, metadata) if read == counters else None
+        return _hits(top, metadata) if again == state else None
 
     def get_metadata(self, target_id: str) -> Any:
         """The metadata of ``rec:N`` / ``node:N``; None when unset, unknown or malformed."""
@@ -463,13 +483,43 @@ class VmpStore(ClosesOnExit):
 
     # -- internals -----------------------------------------------------------
 
-    def _view(self, conn: apsw.Connection) -> IndexView:
-        next_record, _, epoch = _counters(conn)
+    def _sync(self, conn: apsw.Connection) -> IndexView:
+        """Inside a read transaction: the index and the metadata flags brought to the
+        file's state, loading what is missing; the view of every record."""
+        next_record, _, epoch, version = _counters(conn)
 
         def load(start: int, stop: int) -> Int32Matrix:
             return self._load_rows(conn, start, stop)
 
-        return self._index.view(epoch, next_record, load)
+        view = self._index.view(epoch, next_record, load)
+        held = self._flags.covers(epoch, version)
+        if held is not None and held < next_record:  # records another process appended
+            self._flags.extend(
+                epoch,
+                version,
+                held,
+                [
+                    bool(row[0])
+                    for row in conn.execute(
+                        "SELECT metadata IS NOT NULL FROM vmp_records"
+                        " WHERE record_id >= ? AND record_id < ? ORDER BY record_id",
+                        (held, next_record),
+                    )
+                ],
+            )
+        elif held != next_record:  # another epoch, or metadata another process updated
+            self._flags.load(
+                epoch,
+                version,
+                next_record,
+                [
+                    int(row[0])
+                    for row in conn.execute(
+                        "SELECT record_id FROM vmp_records WHERE metadata IS NOT NULL"
+                    )
+                ],
+            )
+        return view
 
     def _load_rows(self, conn: apsw.Connection, start: int, stop: int) -> Int32Matrix:
         rows = conn.execute(
@@ -481,7 +531,7 @@ class VmpStore(ClosesOnExit):
         return np.frombuffer(blob, dtype="<i4").astype(np.int32).reshape(-1, self.dim)
 
     def _read_state(self, conn: apsw.Connection) -> VmpState:
-        next_record, next_node, _ = _counters(conn)
+        next_record, next_node, _, _ = _counters(conn)
         records = [
             RecordRow(int(rid), bytes(vec), tags, meta)
             for rid, vec, tags, meta in conn.execute(
@@ -503,9 +553,18 @@ class VmpStore(ClosesOnExit):
         return VmpState(self.dim, next_record, next_node, records, nodes, edges)
 
 
-def _counters(conn: apsw.Connection) -> tuple[int, int, int]:
+def _counters(conn: apsw.Connection) -> tuple[int, int, int, int]:
+    """``next_record_id``, ``next_node_id``, ``epoch``, ``metadata_changes``."""
     row = conn.execute(
-        "SELECT next_record_id, next_node_id, epoch FROM vmp_state WHERE id = 0"
+        "SELECT next_record_id, next_node_id, epoch, metadata_changes FROM vmp_state WHERE id = 0"
+    ).fetchall()[0]
+    return int(row[0]), int(row[1]), int(row[2]), int(row[3])  # type: ignore[arg-type]
+
+
+def _state(conn: apsw.Connection) -> tuple[int, int, int]:
+    """``next_record_id``, ``epoch``, ``metadata_changes``: what proves the held state."""
+    row = conn.execute(
+        "SELECT next_record_id, epoch, metadata_changes FROM vmp_state WHERE id = 0"
     ).fetchall()[0]
     return int(row[0]), int(row[1]), int(row[2])  # type: ignore[arg-type]
 
@@ -516,23 +575,25 @@ def _search_sql(hits: int) -> str:
     one snapshot, one round through SQLite."""
     marks = ",".join("?" * hits)
     return (
-        "SELECT 0, next_record_id, epoch FROM vmp_state WHERE id = 0 UNION ALL"
-        f" SELECT 1, record_id, metadata FROM vmp_records WHERE record_id IN ({marks})"
+        "SELECT 0, next_record_id, epoch, metadata_changes FROM vmp_state WHERE id = 0"
+        " UNION ALL SELECT 1, record_id, metadata, NULL FROM vmp_records"
+        f" WHERE record_id IN ({marks})"
     )
 
 
 def _hits_metadata(
     conn: apsw.Connection, top: list[tuple[int, int]]
-) -> tuple[tuple[int, int], dict[int, Any]]:
-    """``(next_record_id, epoch)`` and the non-null metadata of the ``top`` records."""
-    counters = (-1, -1)
+) -> tuple[tuple[int, int, int], dict[int, Any]]:
+    """``(next_record_id, epoch, metadata_changes)`` and the non-null metadata of the
+    ``top`` records."""
+    state = (-1, -1, -1)
     metadata: dict[int, Any] = {}
-    for tag, number, value in conn.execute(_search_sql(len(top)), [rid for rid, _ in top]):
+    for tag, number, value, changes in conn.execute(_search_sql(len(top)), [rid for rid, _ in top]):
         if not tag:
-            counters = (int(number), int(value))
+            state = (int(number), int(value), int(changes))
         elif value is not None:
             metadata[int(number)] = codec.loads(str(value))
-    return counters, metadata
+    return state, metadata
 
 
 def _hits(top: list[tuple[int, int]], metadata: dict[int, Any]) -> list[SearchHit]:

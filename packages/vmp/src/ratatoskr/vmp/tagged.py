@@ -1,0 +1,93 @@
+"""Which records have metadata, held in memory so a search need not ask the file.
+
+A search answers a hit without metadata with no SQL of its own; only hits whose
+record has metadata need the file. These flags stand for one state of the
+file: one ``epoch`` (restores change it), the first ``count`` records (records
+are only appended within an epoch) and one ``version`` — the file's
+``metadata_changes`` counter, which a trigger bumps in the same transaction as
+every ``UPDATE OF metadata`` on a record, whoever writes it (another process
+too). So flags whose (epoch, version) equal the file's, and that cover its
+record count, are the file's. A published array is never changed: an update
+replaces it (appends only write past the published count), so a search that
+took it sees one state.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import numpy.typing as npt
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+class MetadataFlags:
+    """``flags[record_id]``: whether that record has metadata, for one state of the file."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: tuple[int, int] | None = None  # (epoch, version)
+        self._count = 0
+        self._flags: BoolArray = np.zeros(0, dtype=np.bool_)
+
+    def current(self, epoch: int, version: int, count: int) -> BoolArray | None:
+        """The flags of records ``0 … count-1`` when they are the file's at (epoch,
+        version) with ``count`` records; None otherwise."""
+        with self._lock:
+            if self._state != (epoch, version) or self._count != count:
+                return None
+            return self._flags[:count]
+
+    def covers(self, epoch: int, version: int) -> int | None:
+        """How many records the flags hold for (epoch, version); None for another state."""
+        with self._lock:
+            return self._count if self._state == (epoch, version) else None
+
+    def load(self, epoch: int, version: int, count: int, tagged: list[int]) -> None:
+        """Every flag anew: records ``tagged`` (all below ``count``) have metadata."""
+        flags = np.zeros(max(count, 64), dtype=np.bool_)
+        flags[np.asarray(tagged, dtype=np.int64)] = True
+        with self._lock:
+            self._state, self._count, self._flags = (epoch, version), count, flags
+
+    def extend(self, epoch: int, version: int, start: int, tagged: list[bool]) -> None:
+        """Records ``start …`` of the same state, read from the file; ignored unless the
+        flags end exactly at ``start``."""
+        with self._lock:
+            if self._state == (epoch, version) and self._count == start:
+                self._append(tagged)
+
+    def inserted(self, epoch: int, version: int, record_id: int, tagged: bool) -> None:
+        """This process committed record ``record_id`` (metadata or not) at (epoch, version)."""
+        with self._lock:
+            if self._state == (epoch, version) and self._count == record_id:
+                self._append([tagged])
+
+    def updated(self, epoch: int, before: int, record_id: int, tagged: bool) -> None:
+        """This process committed a metadata update of ``record_id`` that moved the
+        counter from ``before`` to ``before + 1``. Applied when the flags stand at
+        ``before``; kept when they already stand at ``before + 1`` (read from the file
+        after the commit); forgotten otherwise (a later search reloads them)."""
+        with self._lock:
+            if self._state == (epoch, before + 1):
+                return
+            if self._state != (epoch, before) or record_id >= self._count:
+                self._state = None
+                return
+            flags = self._flags.copy()
+            flags[record_id] = tagged
+            self._state, self._flags = (epoch, before + 1), flags
+
+    def forget(self) -> None:
+        with self._lock:
+            self._state = None
+
+    def _append(self, tagged: list[bool]) -> None:
+        needed = self._count + len(tagged)
+        if needed > self._flags.shape[0]:
+            grown = np.zeros(max(needed, 2 * self._flags.shape[0], 64), dtype=np.bool_)
+            grown[: self._count] = self._flags[: self._count]
+            self._flags = grown
+        self._flags[self._count : needed] = tagged
+        self._count = needed
