@@ -1,0 +1,87 @@
+"""The metadata flags stand for exactly one state of the file, or for none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ratatoskr.sqlite import ConnectionOptions
+from ratatoskr.vmp import open_vmp_store
+from ratatoskr.vmp.tagged import MetadataFlags
+
+from .conftest import DIM, vec
+
+
+def test_flags_answer_only_for_their_state() -> None:
+    flags = MetadataFlags()
+    assert flags.current(0, 0, 0) is None and flags.covers(0, 0) is None
+    flags.load(3, 5, 4, [1, 3])
+    got = flags.current(3, 5, 4)
+    assert got is not None and got.tolist() == [False, True, False, True]
+    assert flags.covers(3, 5) == 4
+    # Another epoch, another version, another count: not this state.
+    assert flags.current(4, 5, 4) is None
+    assert flags.current(3, 6, 4) is None
+    assert flags.current(3, 5, 5) is None and flags.covers(3, 6) is None
+
+
+def test_appends_extend_only_at_the_end() -> None:
+    flags = MetadataFlags()
+    flags.load(0, 0, 2, [])
+    published = flags.current(0, 0, 2)
+    flags.inserted(0, 0, 2, True)
+    flags.inserted(0, 0, 5, True)  # not the next record: ignored
+    flags.inserted(1, 0, 3, True)  # another epoch: ignored
+    flags.extend(0, 0, 3, [False] * 100)  # grows past the first capacity
+    flags.extend(0, 0, 7, [True])  # not where the flags end: ignored
+    got = flags.current(0, 0, 103)
+    assert got is not None and got[:4].tolist() == [False, False, True, False]
+    assert int(got.sum()) == 1
+    assert published is not None and published.tolist() == [False, False]
+
+
+def test_updates_apply_in_order_or_forget() -> None:
+    flags = MetadataFlags()
+    flags.load(0, 7, 3, [0])
+    before = flags.current(0, 7, 3)
+    flags.updated(0, 7, 1, True)  # 7 → 8
+    after = flags.current(0, 8, 3)
+    assert after is not None and after.tolist() == [True, True, False]
+    assert before is not None and before.tolist() == [True, False, False]  # never changed
+    flags.updated(0, 7, 2, True)  # already at 8 (read from the file after the commit): kept
+    assert flags.current(0, 8, 3) is not None
+    flags.updated(0, 9, 2, True)  # an update this process did not see came between
+    assert flags.current(0, 8, 3) is None and flags.current(0, 10, 3) is None
+    flags.load(0, 10, 3, [])
+    flags.updated(0, 10, 3, True)  # a record the flags do not hold yet
+    assert flags.current(0, 11, 3) is None and flags.covers(0, 10) is None
+    flags.load(0, 11, 3, [])
+    flags.forget()
+    assert flags.current(0, 11, 3) is None
+
+
+def test_the_counter_counts_every_metadata_update(tmp_path: Path) -> None:
+    # The trigger of migration 2 bumps metadata_changes for each update of a record's
+    # metadata, through any connection; upserts and node metadata leave it alone.
+    path = str(tmp_path / "vmp.db")
+    with open_vmp_store(path, dim=DIM, options=ConnectionOptions(synchronous="OFF")) as store:
+        store.upsert_vector(vec(1), metadata={"a": 1})
+        store.upsert_vector(vec(2))
+
+        def counter() -> int:
+            with store._db.read() as conn:
+                return int(
+                    conn.execute("SELECT metadata_changes FROM vmp_state").fetchall()[0][0]  # type: ignore[arg-type]
+                )
+
+        assert counter() == 0
+        store.set_metadata("node:0", {"n": 1})
+        assert counter() == 0
+        store.set_metadata("rec:1", {"b": 2})
+        store.set_metadata("rec:1", {"b": 2})  # the same value: counted all the same
+        assert counter() == 2
+        with store._db.write() as conn:  # a writer that is not this store's code
+            conn.execute("UPDATE vmp_records SET metadata = NULL WHERE record_id = 0")
+        assert counter() == 3
+        # The store's flags did not see that update: the next search reloads them.
+        hits = store.search_vector(vec(1), 2)
+        assert [(h.record_id, h.metadata) for h in hits] == [(0, None), (1, {"b": 2})]
