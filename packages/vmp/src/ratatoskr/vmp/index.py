@@ -83,6 +83,8 @@ WIDE_MAX_DIM = 32
 _EXACT_BLOCK_ELEMENTS = 1 << 20
 # The prefilter's coefficients are ``fl32(-2·y) = fl32(q·(-2**-15))``: exact in float64.
 _MINUS_TWO_Y = -2.0 / SCALE
+# Up to this many candidates the exact re-score's order is sorted in Python.
+_SORT_IN_PYTHON = 64
 _ONE = [1.0]
 # Raise a threshold this much (relative, then absolute) before float32 compares it.
 _F32_ROUND_UP = 2.0**-22
@@ -168,6 +170,11 @@ class IndexView:
             diff = rows - q  # int64: |d| < 2**32
             diff *= diff  # exact: every square, and every partial sum below, < 2**63
             distances = diff.sum(axis=1)
+            if candidates.shape[0] <= _SORT_IN_PYTHON:
+                # Few candidates (the usual case): Python's sort of (distance, id) pairs
+                # costs less than the numpy calls that order them.
+                ranked = sorted(zip(distances.tolist(), candidates.tolist(), strict=True))
+                return [(rid, dist) for dist, rid in ranked[:k]]
             # The candidates ascend, so a stable order breaks ties by the lower record_id.
             order = distances.argsort(kind="stable")[:k]
             return list(zip(candidates[order].tolist(), distances[order].tolist(), strict=True))

@@ -36,7 +36,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any, Unpack
+from typing import IO, Any, NamedTuple, Unpack
 
 import apsw
 import numpy as np
@@ -114,9 +114,11 @@ class UpsertResult:
         }
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    """One search result; ``squared_distance`` is exact, in squared Q16.16 units."""
+class SearchHit(NamedTuple):
+    """One search result; ``squared_distance`` is exact, in squared Q16.16 units.
+
+    A named tuple rather than a frozen dataclass: a search builds k of them, and a
+    tuple is built in half the time."""
 
     record_id: int
     squared_distance: int
@@ -563,10 +565,11 @@ def _counters(conn: apsw.Connection) -> tuple[int, int, int, int]:
 
 def _state(conn: apsw.Connection) -> tuple[int, int, int]:
     """``next_record_id``, ``epoch``, ``metadata_changes``: what proves the held state."""
-    row = conn.execute(
+    for row in conn.execute(
         "SELECT next_record_id, epoch, metadata_changes FROM vmp_state WHERE id = 0"
-    ).fetchall()[0]
-    return int(row[0]), int(row[1]), int(row[2])  # type: ignore[arg-type]
+    ):
+        return int(row[0]), int(row[1]), int(row[2])
+    raise InternalError("the store's counters are missing")
 
 
 @functools.cache

@@ -7,19 +7,15 @@ are only appended within an epoch) and one ``version`` — the file's
 ``metadata_changes`` counter, which a trigger bumps in the same transaction as
 every ``UPDATE OF metadata`` on a record, whoever writes it (another process
 too). So flags whose (epoch, version) equal the file's, and that cover its
-record count, are the file's. A published array is never changed: an update
-replaces it (appends only write past the published count), so a search that
-took it sees one state.
+record count, are the file's. Published flags are never changed: an update
+replaces them (appends only write past the published count), so a search that
+took them sees one state. They are a ``bytearray`` (one byte a record): indexing
+one costs a fraction of indexing a numpy array.
 """
 
 from __future__ import annotations
 
 import threading
-
-import numpy as np
-import numpy.typing as npt
-
-BoolArray = npt.NDArray[np.bool_]
 
 
 class MetadataFlags:
@@ -29,15 +25,16 @@ class MetadataFlags:
         self._lock = threading.Lock()
         self._state: tuple[int, int] | None = None  # (epoch, version)
         self._count = 0
-        self._flags: BoolArray = np.zeros(0, dtype=np.bool_)
+        self._flags = bytearray()
 
-    def current(self, epoch: int, version: int, count: int) -> BoolArray | None:
-        """The flags of records ``0 … count-1`` when they are the file's at (epoch,
-        version) with ``count`` records; None otherwise."""
+    def current(self, epoch: int, version: int, count: int) -> bytearray | None:
+        """Flags whose bytes ``0 … count-1`` (1: the record has metadata) are the file's
+        at (epoch, version) with ``count`` records; None otherwise. Read no byte past
+        ``count``: appends write there."""
         with self._lock:
             if self._state != (epoch, version) or self._count != count:
                 return None
-            return self._flags[:count]
+            return self._flags
 
     def covers(self, epoch: int, version: int) -> int | None:
         """How many records the flags hold for (epoch, version); None for another state."""
@@ -46,8 +43,9 @@ class MetadataFlags:
 
     def load(self, epoch: int, version: int, count: int, tagged: list[int]) -> None:
         """Every flag anew: records ``tagged`` (all below ``count``) have metadata."""
-        flags = np.zeros(max(count, 64), dtype=np.bool_)
-        flags[np.asarray(tagged, dtype=np.int64)] = True
+        flags = bytearray(count)
+        for record_id in tagged:
+            flags[record_id] = 1
         with self._lock:
             self._state, self._count, self._flags = (epoch, version), count, flags
 
@@ -75,7 +73,7 @@ class MetadataFlags:
             if self._state != (epoch, before) or record_id >= self._count:
                 self._state = None
                 return
-            flags = self._flags.copy()
+            flags = bytearray(self._flags)
             flags[record_id] = tagged
             self._state, self._flags = (epoch, before + 1), flags
 
@@ -84,10 +82,5 @@ class MetadataFlags:
             self._state = None
 
     def _append(self, tagged: list[bool]) -> None:
-        needed = self._count + len(tagged)
-        if needed > self._flags.shape[0]:
-            grown = np.zeros(max(needed, 2 * self._flags.shape[0], 64), dtype=np.bool_)
-            grown[: self._count] = self._flags[: self._count]
-            self._flags = grown
-        self._flags[self._count : needed] = tagged
-        self._count = needed
+        self._flags.extend(tagged)
+        self._count += len(tagged)
