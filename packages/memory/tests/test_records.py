@@ -313,3 +313,17 @@ def test_a_query_list_normalises_to_the_bits_of_its_array(values: list[float]) -
     from_list = records.unit_float64(values)
     from_array = records.unit_rows(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
     assert from_list.tobytes() == from_array.tobytes()
+
+
+@pytest.mark.parametrize("dim", [1, 2, 7, 8, 9, 16, 127, 128, 129, 255, 384, 768, 1536, 4097])
+def test_a_query_of_any_length_normalises_to_the_bits_of_unit_rows(dim: int) -> None:
+    """The vector path of ``unit_float64`` against ``unit_rows`` of the same row, for
+    lengths around numpy's summation blocks, at every magnitude."""
+    rng = np.random.default_rng(dim)
+    for scale in (5e-324, 1e-300, 1.0, 1e300):
+        row = rng.standard_normal(dim) * scale
+        if not np.any(row):
+            row[0] = scale
+        alone = records.unit_rows(row.reshape(1, -1))[0]
+        assert records.unit_float64(row.tolist()).tobytes() == alone.tobytes()
+        assert records.unit_float64(row).tobytes() == alone.tobytes()
