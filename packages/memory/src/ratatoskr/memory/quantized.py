@@ -201,14 +201,16 @@ def fine_query(query: QueryCode) -> FineQuery:
     low = query.low
     scale2 = float(np.maximum.reduce(np.abs(low))) / 127.0
     safe = scale2 if scale2 > 0 else 1.0
-    # Any rounding gives valid codes (the error is measured from them); clipped so
+    # Any rounding gives valid codes (the error is measured from them); bounded so
     # every code stays within the ±127 the kernel's exactness check covers.
-    codes2 = np.clip(np.rint(low * (1.0 / safe)), -127, 127).astype(np.int8)
-    rest = low - codes2 * scale2
+    level = np.rint(low * (1.0 / safe))
+    np.minimum(np.maximum(level, -127.0, out=level), 127.0, out=level)
+    codes = np.empty((2, low.size), dtype=np.int8)
+    codes[0] = query.codes
+    codes[1] = level  # integral values within ±127: the cast is exact
+    rest = low - level * scale2
     err = _up(math.sqrt(float(rest @ rest)))
-    return FineQuery(
-        np.vstack((query.codes, codes2)), np.array([query.scale, scale2], dtype=np.float64), err
-    )
+    return FineQuery(codes, np.array([query.scale, scale2], dtype=np.float64), err)
 
 
 def fine_scores(fine: FineQuery, codes: I8, scale: F64, resid: I8, scale2: F64) -> F64:
@@ -275,6 +277,7 @@ def int_dots(query: I8, rows: I8) -> F64:
     if rows.shape[0] == 0:
         return np.zeros((*query.shape[:-1], 0), dtype=np.float64)
     if _kernel_is_exact(rows.shape[1]):
-        out: F64 = np.asarray(simsimd.cdist(np.atleast_2d(query), rows, metric="dot"))
-        return out[0] if query.ndim == 1 else out
+        block = query if query.ndim == 2 else query[None, :]
+        out: F64 = np.asarray(simsimd.cdist(block, rows, metric="dot"))
+        return out if query.ndim == 2 else out[0]
     return _numpy_dots(query, rows)
