@@ -75,7 +75,8 @@ by ``(‖q̂‖ + ‖t_qQ₂‖)(‖x̂‖ + ‖tR‖) ≤ M = (‖q‖ + 2e_q +
 with ``σF = δq + 2δx + (2d + 96)·u`` (ε64, the ``4u`` terms and the comparison), and
 the argument of stage 1 on ``f − BF`` keeps the true top k: one threshold over the
 whole selection, with stage 2's precision. It reads every row's codes and residuals
-(twice stage 1's kernel work), so the index takes it below a few hundred rows.
+(twice stage 1's kernel work), so the index takes it for small selections only
+(``ratatoskr.memory.index.FINE_ROWS``).
 """
 
 from __future__ import annotations
