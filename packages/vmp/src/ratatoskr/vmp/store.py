@@ -641,7 +641,7 @@ def _field_json(value: Any, what: str) -> str | None:
     if value is None:
         return None
     text = canonical_json(value)
-    # A character is at most 4 bytes of UTF-8: most metadata need no encoding to tell.
+    # A character is at most 4 bytes of UTF-8: most texts need no encoding to tell.
     if len(text) * 4 > MAX_JSON_BYTES and len(text.encode("utf-8")) > MAX_JSON_BYTES:
         raise InvalidArgument(f"{what} exceeds {MAX_JSON_BYTES} bytes as canonical JSON")
     return text
