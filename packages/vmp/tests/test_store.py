@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -305,3 +307,36 @@ def test_probe_failure_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.Monk
         assert isinstance(info.value.__cause__, StorageUnavailable)
         monkeypatch.undo()
         assert [h.record_id for h in store.search_vector(vec(1), 1)] == [0]
+
+
+_OTHER_PROCESS = """
+import sys
+from ratatoskr.vmp import open_vmp_store
+with open_vmp_store(sys.argv[1], dim=int(sys.argv[2])) as store:
+    store.upsert_vector([0.5] * int(sys.argv[2]), metadata={"from": "another process"})
+    store.set_metadata("rec:0", {"changed": "elsewhere"})
+"""
+
+
+def test_another_process_is_seen_by_the_next_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real second process on the file: its upsert and its metadata update are in the
+    # very next search of a store that answered from memory just before.
+    path = str(tmp_path / "vmp.db")
+    with open_vmp_store(path, dim=DIM) as store:
+        store.upsert_vector([0.0] * DIM)
+        assert [(h.record_id, h.metadata) for h in store.search_vector([0.5] * DIM, 5)] == [
+            (0, None)
+        ]
+        subprocess.run([sys.executable, "-c", _OTHER_PROCESS, path, str(DIM)], check=True)
+        hits = store.search_vector([0.5] * DIM, 5)
+        assert [(h.record_id, h.metadata) for h in hits] == [
+            (1, {"from": "another process"}),
+            (0, {"changed": "elsewhere"}),
+        ]
+        assert hits[0].squared_distance == 0
+        # The general route reloaded the rows and flags: the next search is from memory.
+        monkeypatch.setattr(store, "_db", None)  # any use of the reader would fail
+        assert store.search_vector([0.5] * DIM, 5) == hits
+        monkeypatch.undo()
