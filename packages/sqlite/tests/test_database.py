@@ -329,3 +329,54 @@ def test_inspect_skips_the_integrity_check_past_its_limit(db_path: Path) -> None
         2,
         {"dim": "8"},
     )
+
+
+def _open_fds(path: Path) -> int:
+    """File descriptors of this process open on ``path`` or its -wal/-shm."""
+    names = {str(path), f"{path}-wal", f"{path}-shm"}
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") in names:
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def test_close_during_a_read_on_another_thread(db_path: Path) -> None:
+    """close() while another thread is inside a read statement: apsw refuses to close a
+    connection in use elsewhere; the close still closes the writer and the idle
+    readers, and the busy reader is closed by its own thread when its read ends, so
+    no file descriptor stays open and every later call is refused."""
+    db = open_db(str(db_path))
+    with db.write() as conn:
+        conn.execute("INSERT INTO items (id, body) VALUES ('a', 'x')")
+    rows(db)  # this thread's reader, idle from now on
+    inside, release = threading.Event(), threading.Event()
+
+    def waiting(*_values: object) -> int:
+        inside.set()
+        release.wait(10)
+        return 1
+
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            with db.read() as conn:
+                conn.create_scalar_function("waiting", waiting)
+                conn.execute("SELECT waiting(id) FROM items").fetchall()
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    assert inside.wait(10)
+    db.close()  # the other thread's statement is still running
+    release.set()
+    t.join(10)
+    assert errors == []  # its read finished: the close did not pull it from under it
+    assert _open_fds(db_path) == 0
+    with pytest.raises(StorageUnavailable):
+        rows(db)

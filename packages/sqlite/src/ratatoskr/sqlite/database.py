@@ -170,8 +170,13 @@ class Database:
             try:
                 yield conn
             finally:
-                if not conn.get_autocommit():
-                    conn.execute("COMMIT")
+                try:
+                    if not conn.get_autocommit():
+                        conn.execute("COMMIT")
+                finally:
+                    if self._closed:  # closed while this read ran: its connection is ours
+                        self._local.conn = None
+                        conn.close()
 
     def _reader(self) -> apsw.Connection:
         self._check_open()
@@ -249,16 +254,25 @@ class Database:
             return schema_version(conn, self.plane)
 
     def close(self) -> None:
-        """Close every connection; later calls raise StorageUnavailable. Idempotent."""
+        """Close every connection; later calls raise StorageUnavailable. Idempotent.
+
+        Waits for a write in progress. A read in progress on another thread keeps its
+        connection until it ends, and that thread closes it then (apsw refuses to close
+        a connection another thread is using)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             with self._readers_lock:
                 readers, self._readers = self._readers, []
-            for conn in readers:
-                conn.close()
-            self._writer.close()
+            try:
+                for conn in readers:
+                    # A reader busy on another thread is closed by that thread when
+                    # its read ends (see ``read``).
+                    with contextlib.suppress(apsw.ThreadingViolationError):
+                        conn.close()
+            finally:
+                self._writer.close()
 
 
 def compact_database(
