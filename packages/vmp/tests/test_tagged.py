@@ -85,3 +85,66 @@ def test_the_counter_counts_every_metadata_update(tmp_path: Path) -> None:
         # The store's flags did not see that update: the next search reloads them.
         hits = store.search_vector(vec(1), 2)
         assert [(h.record_id, h.metadata) for h in hits] == [(0, None), (1, {"b": 2})]
+
+
+def test_one_update_behind_steps_and_others_wait() -> None:
+    flags = MetadataFlags()
+    flags.load(0, 4, 3, [2])
+    flags.step(0, 5, 1, True)  # the file's update 4 → 5 was of record 1
+    got = flags.current(0, 5, 3)
+    assert got is not None and list(got[:3]) == [0, 1, 1]
+    flags.step(0, 5, 0, True)  # not one behind any more: ignored
+    flags.step(0, 7, 0, True)  # two behind: ignored
+    flags.step(1, 6, 0, True)  # another epoch: ignored
+    assert flags.current(0, 5, 3) is got
+    flags.step(0, 6, 9, True)  # a record past the flags: the append that reads it sets it
+    stepped = flags.current(0, 6, 3)
+    assert stepped is not None and list(stepped[:3]) == [0, 1, 1]
+
+
+def test_reloads_are_spread_over_searches() -> None:
+    flags = MetadataFlags(rows_per_search=10)
+    assert flags.may_reload(35)  # then 3 searches answer without flags
+    assert [flags.may_reload(35) for _ in range(4)] == [False, False, False, True]
+    assert [flags.may_reload(5) for _ in range(3)] == [False, False, False]  # 35's wait
+    # Fewer rows than one search's share: a reload every time.
+    assert [flags.may_reload(5) for _ in range(3)] == [True, True, True]
+
+
+def test_another_process_one_update_is_caught_up_without_a_reload(tmp_path: Path) -> None:
+    # Another store on the file stands in for another process: after each of its
+    # metadata updates, one search reads the changed record alone (no reload of every
+    # flag) and is right; the search after it answers from memory again.
+    path = str(tmp_path / "vmp.db")
+    fast = ConnectionOptions(synchronous="OFF")
+    with (
+        open_vmp_store(path, dim=DIM, options=fast) as a,
+        open_vmp_store(path, dim=DIM, options=fast) as b,
+    ):
+        for i in range(30):
+            a.upsert_vector(vec(i), metadata={"i": i} if i % 2 else None)
+        b.search_vector(vec(0), 3)
+        loads: list[int] = []
+        original = b._flags.load
+
+        def spy(epoch: int, version: int, count: int, tagged: list[int]) -> None:
+            loads.append(count)
+            original(epoch, version, count, tagged)
+
+        b._flags.load = spy  # type: ignore[method-assign]
+        for target, value in (("rec:0", {"now": 0}), ("rec:1", None), ("rec:0", None)):
+            a.set_metadata(target, value)
+            number = int(target.split(":")[1])
+            hits = {h.record_id: h.metadata for h in b.search_vector(vec(number), 30)}
+            assert hits[number] == value and len(hits) == 30
+            with b._db.read() as conn:
+                ((version,),) = conn.execute("SELECT metadata_changes FROM vmp_state").fetchall()
+            assert isinstance(version, int)
+            held = b._index.current()
+            assert held is not None and b._flags.current(held[0], version, 30) is not None
+        assert loads == []
+        # Two updates between searches: not one behind; answered right all the same.
+        a.set_metadata("rec:2", {"two": 1})
+        a.set_metadata("rec:3", {"two": 2})
+        hits = {h.record_id: h.metadata for h in b.search_vector(vec(2), 30)}
+        assert hits[2] == {"two": 1} and hits[3] == {"two": 2} and hits[5] == {"i": 5}

@@ -53,13 +53,21 @@ INSERT INTO vmp_state (id, next_record_id, next_node_id, epoch) VALUES (0, 0, 0,
 # ``metadata_changes`` counts the updates of a record's metadata (not
 # state either: never snapshotted or hashed); the trigger bumps it whoever writes, so
 # a process that holds which records have metadata (``ratatoskr.vmp.tagged``) can tell
-# from the counters alone whether that still holds.
+# from the counters alone whether that still holds; ``metadata_changed_record`` is the
+# record of the last such update, so flags one update behind catch up by reading that
+# one record. The partial index lists the
+# records that have metadata, so reloading those flags after another process's update
+# reads that short list, not every record's row (vectors included: 117 ms at 200k).
 _METADATA_CHANGES = """
 ALTER TABLE vmp_state ADD COLUMN metadata_changes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE vmp_state ADD COLUMN metadata_changed_record INTEGER;
 CREATE TRIGGER vmp_records_metadata_changes AFTER UPDATE OF metadata ON vmp_records
 BEGIN
-    UPDATE vmp_state SET metadata_changes = metadata_changes + 1 WHERE id = 0;
+    UPDATE vmp_state
+    SET metadata_changes = metadata_changes + 1, metadata_changed_record = NEW.record_id
+    WHERE id = 0;
 END;
+CREATE INDEX vmp_records_with_metadata ON vmp_records (record_id) WHERE metadata IS NOT NULL;
 """
 
 MIGRATIONS = [

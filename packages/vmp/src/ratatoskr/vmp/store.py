@@ -495,6 +495,12 @@ class VmpStore(ClosesOnExit):
 
         view = self._index.view(epoch, next_record, load)
         held = self._flags.covers(epoch, version)
+        if held is None and self._flags.covers(epoch, version - 1) is not None:
+            # One metadata update behind (another process's): read that one record.
+            changed = _last_metadata_change(conn)
+            if changed is not None:
+                self._flags.step(epoch, version, *changed)
+                held = self._flags.covers(epoch, version)
         if held is not None and held < next_record:  # records another process appended
             self._flags.extend(
                 epoch,
@@ -509,7 +515,10 @@ class VmpStore(ClosesOnExit):
                     )
                 ],
             )
-        elif held != next_record:  # another epoch, or metadata another process updated
+        elif held != next_record and self._flags.may_reload(next_record):
+            # Another epoch, or several metadata updates of another process: every
+            # flag anew (rate-limited, see MetadataFlags.may_reload; until then the
+            # general route, which reads its hits' metadata, answers).
             self._flags.load(
                 epoch,
                 version,
@@ -561,6 +570,20 @@ def _counters(conn: apsw.Connection) -> tuple[int, int, int, int]:
         "SELECT next_record_id, next_node_id, epoch, metadata_changes FROM vmp_state WHERE id = 0"
     ).fetchall()[0]
     return int(row[0]), int(row[1]), int(row[2]), int(row[3])  # type: ignore[arg-type]
+
+
+def _last_metadata_change(conn: apsw.Connection) -> tuple[int, bool] | None:
+    """The record of the last metadata update (migration 2's trigger) and whether it
+    has metadata now; None when no update was recorded."""
+    rows = conn.execute(
+        "SELECT s.metadata_changed_record, r.metadata IS NOT NULL FROM vmp_state AS s"
+        " LEFT JOIN vmp_records AS r ON r.record_id = s.metadata_changed_record"
+        " WHERE s.id = 0 AND s.metadata_changed_record IS NOT NULL"
+    ).fetchall()
+    if not rows:
+        return None
+    record_id, tagged = rows[0]
+    return int(record_id), bool(tagged)  # type: ignore[arg-type]
 
 
 def _state(conn: apsw.Connection) -> tuple[int, int, int]:

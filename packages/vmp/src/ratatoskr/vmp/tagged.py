@@ -17,15 +17,47 @@ from __future__ import annotations
 
 import threading
 
+# A reload of every flag after another process's metadata updates reads the records
+# that have metadata; spread over this many records per search (see may_reload).
+RELOAD_ROWS_PER_SEARCH = 2048
+
 
 class MetadataFlags:
     """``flags[record_id]``: whether that record has metadata, for one state of the file."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, rows_per_search: int = RELOAD_ROWS_PER_SEARCH) -> None:
         self._lock = threading.Lock()
         self._state: tuple[int, int] | None = None  # (epoch, version)
         self._count = 0
         self._flags = bytearray()
+        self._rows_per_search = rows_per_search
+        self._reload_wait = 0  # searches to answer without flags before the next reload
+
+    def may_reload(self, count: int) -> bool:
+        """Whether a search may reload every flag of ``count`` records now. A reload
+        reads every record that has metadata: after one, the next ``count //
+        rows_per_search`` asks are refused (those searches take the general route,
+        which reads its hits' metadata), so while another process keeps updating
+        metadata a reload adds at most about ``rows_per_search`` rows to a search."""
+        with self._lock:
+            if self._reload_wait > 0:
+                self._reload_wait -= 1
+                return False
+            self._reload_wait = count // self._rows_per_search
+            return True
+
+    def step(self, epoch: int, version: int, record_id: int, tagged: bool) -> None:
+        """The file's one metadata update from ``version - 1`` to ``version`` was of
+        ``record_id`` (another process's): applied when the flags stand at ``version -
+        1``; a record past the flags' count is left to the append that reads it."""
+        with self._lock:
+            if self._state != (epoch, version - 1):
+                return
+            flags = self._flags
+            if record_id < self._count:
+                flags = bytearray(flags)
+                flags[record_id] = tagged
+            self._state, self._flags = (epoch, version), flags
 
     def current(self, epoch: int, version: int, count: int) -> bytearray | None:
         """Flags whose bytes ``0 … count-1`` (1: the record has metadata) are the file's
