@@ -122,10 +122,10 @@ def test_the_copy_is_private() -> None:
 
 def test_the_batch_keeps_every_text_of_its_copies() -> None:
     batch = CanonicalBatch()
-    assert batch.add_copy({"b": None, "a": [-0.0]}, 0) == {"a": [-0.0], "b": None}
+    assert batch.add_copy({"b": None, "a": [-0.0]}, 0) == ({"a": [-0.0], "b": None}, True)
     first = batch.records_json
     assert first == [b'{"a":[-0.0],"b":null}']
-    assert batch.add_copy({"n": 2**70}, 1) == {"n": 2**70}
+    assert batch.add_copy({"n": 2**70}, 1) == ({"n": 2**70}, False)  # not orjson's alone
     later = batch.records_json
     assert later is None
     with pytest.raises(InvalidArguments, match="record 2: not JSON-serialisable"):
@@ -214,3 +214,21 @@ def test_the_codecs_float_walks_agree_with_one_element_at_a_time(value: Any) -> 
     assert finite == every_float(value, math.isfinite)
     if finite:  # what a JSON parse gives: the overflow check never sees a NaN
         assert _no_int64_overflow(value) == every_float(value, lambda f: abs(f) < 2.0**63)
+
+
+def test_validated_chunks_say_what_validation_found() -> None:
+    """``floats``: the embedding field holds floats only; ``plain``: orjson alone wrote
+    the record (an integer past 64 bits is the standard library's)."""
+    recs = [
+        {"id": "a", "embedding": [1.0, 2.0], "scope": {}},
+        {"id": "b", "embedding": [1, 2.0], "scope": {}},
+        {"id": "c", "vector": [1.0, -0.0], "scope": {}, "n": 2**70},
+        {"id": "d", "embedding": [3, 4], "scope": {}, "n": 2**70},
+    ]
+    request = validate_upsert(recs, None, "k", None, embedding_dim=2, max_batch=10)
+    assert [(c.id, c.floats, c.plain) for c in request] == [
+        ("a", True, True),
+        ("b", False, True),
+        ("c", True, False),
+        ("d", False, False),
+    ]

@@ -327,3 +327,18 @@ def test_a_query_of_any_length_normalises_to_the_bits_of_unit_rows(dim: int) -> 
         alone = records.unit_rows(row.reshape(1, -1))[0]
         assert records.unit_float64(row.tolist()).tobytes() == alone.tobytes()
         assert records.unit_float64(row).tobytes() == alone.tobytes()
+
+
+def test_stored_forms_of_records_orjson_cannot_write_alone() -> None:
+    """A record holding an integer past 64 bits is written by the standard library
+    (``plain`` false): its stored form is the one ``stored_form`` gives, in both forms."""
+    recs: list[dict[str, Any]] = [
+        {"id": "a", "embedding": [0.5] * DIM, "scope": {}, "n": 2**70, "m": -(2**64)},
+        {"id": "b", "embedding": [1] * DIM, "scope": {}, "n": 2**70},
+        {"id": "c", "embedding": [0.25] * DIM, "scope": {}, "n": 2**62},
+    ]
+    request = validate_upsert(recs, None, "k", None, embedding_dim=DIM, max_batch=10)
+    assert [c.plain for c in request] == [False, False, True]
+    forms, _ = records.stored_forms(request.items, DIM)
+    assert forms == [records.stored_form(c.record) for c in request]
+    assert json_loads_exact(forms[0].record_json)["n"] == 2**70

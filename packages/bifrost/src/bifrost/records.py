@@ -236,13 +236,13 @@ class CanonicalBatch:
 
     def add_copy(
         self, record: dict[str, Any], index: int, *, floats_key: str | None = None
-    ) -> dict[str, Any]:
-        """:func:`canonical_copy` of record ``index``: its text kept, its private copy
-        returned. Raises InvalidArguments."""
+    ) -> tuple[dict[str, Any], bool]:
+        """:func:`canonical_copy` of record ``index``: its text kept; its private copy
+        returned, and whether orjson alone wrote the text. Raises InvalidArguments."""
         text, plain, copy = canonical_copy(record, index, floats_key=floats_key)
         self._texts.append(text)
         self._plain = self._plain and plain
-        return copy
+        return copy, plain
 
     @property
     def records_json(self) -> list[bytes] | None:

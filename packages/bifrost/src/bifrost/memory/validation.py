@@ -56,12 +56,20 @@ _INCLUDE_KEYS = frozenset({"embedding"})
 @dataclass(frozen=True)
 class ValidatedChunk:
     """One upsert record after validation: its id, embedding, scope and the
-    verbatim record (a private deep copy, safe to keep)."""
+    verbatim record (a private deep copy, safe to keep).
+
+    What validation learnt on the way, so a store need not look again: ``floats``,
+    every element of the record's embedding field is a float (exact type: the
+    embedding is those very values); ``plain``, orjson alone writes the record's
+    canonical JSON (:func:`bifrost.records.canonical_record`), and so any part of it.
+    False claims nothing."""
 
     id: str
     embedding: list[float]
     scope: dict[str, str]
     record: dict[str, Any]
+    floats: bool = False
+    plain: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,8 +182,8 @@ def validate_upsert(
             raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
         if not injected and has_source:
             raise InvalidArguments(f"{where}: injection_source only allowed when injected")
-        copy = batch.add_copy(rec, i, floats_key=field if exact else None)
-        out.append(ValidatedChunk(cid, emb, scope, copy))
+        copy, plain = batch.add_copy(rec, i, floats_key=field if exact else None)
+        out.append(ValidatedChunk(cid, emb, scope, copy, exact, plain))
     return build_write_request(
         "upsert_many",
         "upserted",

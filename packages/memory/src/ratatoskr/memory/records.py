@@ -61,20 +61,26 @@ def stored_form(record: dict[str, Any]) -> StoredForm:
     return _form(record, None)
 
 
-def _form(record: dict[str, Any], blob: bytes | None) -> StoredForm:
+def _form(
+    record: dict[str, Any], blob: bytes | None, *, floats: bool = False, plain: bool = False
+) -> StoredForm:
     """:func:`stored_form`, with the embedding's float64 bytes when the caller packed
-    them already (``blob``)."""
+    them already (``blob``), and what validation found (``floats``: every embedding
+    element a float; ``plain``: orjson alone writes the record — see
+    :class:`~bifrost.memory.validation.ValidatedChunk`), so neither is looked for again."""
     key = embedding_field(record)
     values = record[key]
     # ``type(x) is float`` for every element (C-level; counting the exact type is one
     # pass, identity first), not isinstance: a bool is already refused by validation,
     # and an int must stay an int.
-    if [*map(type, values)].count(float) != len(values):
+    if not floats and [*map(type, values)].count(float) != len(values):
         return StoredForm(encode(record), None, None)
     rest = {k: v for k, v in record.items() if k != key}
     if blob is None:
         # struct rather than numpy: half the cost for a few hundred floats, same bytes.
         blob = struct.pack(f"<{len(values)}d", *values)
+    if plain:  # canonical_json would walk it for NaN and big integers, then call orjson
+        return StoredForm(orjson.dumps(rest, option=orjson.OPT_SORT_KEYS).decode(), key, blob)
     return StoredForm(encode(rest), key, blob)
 
 
@@ -91,7 +97,10 @@ def stored_forms(
     pack = struct.Struct(f"<{dim}d").pack
     blobs = [pack(*c.embedding) for c in chunks]
     matrix = np.frombuffer(b"".join(blobs), dtype=_F64).reshape(len(blobs), dim)
-    forms = [_form(c.record, blob) for c, blob in zip(chunks, blobs, strict=True)]
+    forms = [
+        _form(c.record, blob, floats=c.floats, plain=c.plain)
+        for c, blob in zip(chunks, blobs, strict=True)
+    ]
     return forms, unit_rows(matrix).astype(np.float32)
 
 
