@@ -103,3 +103,52 @@ def test_an_error_inside_releases_the_lock() -> None:
     t.start()
     assert done.wait(WAIT)
     t.join(WAIT)
+
+
+def test_readers_queued_behind_an_interrupted_writer_go_on() -> None:
+    """A writer waiting for the readers to leave is interrupted (a signal handler's
+    exception in the main thread): the readers that queued behind it must not sleep
+    until some other writer comes."""
+    lock = ReadWriteLock()
+    main = threading.current_thread()
+    queued, release, got = threading.Event(), threading.Event(), threading.Event()
+
+    class Stop(Exception):
+        pass
+
+    class Interrupting(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            if threading.current_thread() is main:
+                if queued.is_set():
+                    time.sleep(0.05)  # let the reader reach its wait
+                    raise Stop
+                return super().wait(0.01)
+            return super().wait(timeout)
+
+    lock._cond = Interrupting(lock._mutex)
+
+    def first() -> None:
+        with lock.read():
+            release.wait(WAIT)
+
+    def later() -> None:
+        while not lock._waiting_writers:
+            time.sleep(0.001)
+        queued.set()
+        with lock.read():
+            got.set()
+
+    # Daemons: on the old code the later reader never wakes, and must not hang the run.
+    threads = [threading.Thread(target=f, daemon=True) for f in (first, later)]
+    threads[0].start()
+    while not lock._readers:
+        time.sleep(0.001)
+    threads[1].start()
+    try:
+        with pytest.raises(Stop), lock.write():
+            pass
+        assert got.wait(WAIT)  # without a writer to wake it
+    finally:
+        release.set()
+    for t in threads:
+        t.join(WAIT)

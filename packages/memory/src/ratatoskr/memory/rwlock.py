@@ -62,11 +62,17 @@ class ReadWriteLock:
         """Hold the lock alone for a ``with`` block."""
         with self._cond:
             self._waiting_writers += 1
+            acquired = False
             try:
                 while self._writer or self._readers:
                     self._cond.wait()
+                acquired = True
             finally:
                 self._waiting_writers -= 1
+                if not acquired and not self._waiting_writers:
+                    # The last waiting writer left without the lock (an exception
+                    # while it waited): the readers queued behind it may go.
+                    self._cond.notify_all()
             self._writer = True
         try:
             yield
