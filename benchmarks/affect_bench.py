@@ -18,9 +18,14 @@ settings (WAL, synchronous=FULL):
   other load falls on all alike): the same schema, pragmas (WAL, synchronous=FULL)
   and one transaction per batch through ``ratatoskr.sqlite``'s Database, writing
   rows made before the clock starts (the same history, current, scope-index and
-  ledger rows, byte for byte) — SQLite and the disk alone; and the commit floor (one
-  ledger row per transaction: what a synchronous commit costs on this disk whatever
-  it carries), each in a file of its own. ``--no-ceiling`` skips both.
+  ledger rows, byte for byte) — SQLite and the disk alone; the same for schema v1's
+  rows in a v1 file (the record in current and in history, an index b-tree under
+  each) — what the layout alone was worth; and the commit floor (one ledger row per
+  transaction: what a synchronous commit costs on this disk whatever it carries),
+  each in a file of its own. ``--no-ceiling`` skips them;
+- WAL pages per commit of every writer, per pass, counted by a WAL hook that also
+  runs the autocheckpoint it replaces (a PASSIVE checkpoint once the WAL holds
+  ``wal_autocheckpoint`` pages, as SQLite's own hook does).
 
 Records look like Worldtree's affect state (~350 bytes of JSON): valence,
 arousal, labels, an appraisal note; scopes are 100 tenants × 10 end users.
@@ -44,6 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import apsw
 import orjson
 
 from bifrost.context import DispatchContext
@@ -113,33 +119,79 @@ def rates(batch_times: list[float], written: int) -> dict[str, Any]:
     }
 
 
+class Pass:
+    """One writer's batches of one pass: seconds and WAL pages of each."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.pages: list[int] = []
+
+
 def load(
     store: RatatoskrAffectStore,
     keys: int,
     revisions: int,
     progress: bool,
     beside: dict[str, BareWriter] | None = None,
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[dict[str, Pass]]]:
     """``put_many`` of every batch, each followed by the same batch through each writer
     of ``beside`` (interleaved, so the disk's other load falls on all of them alike)."""
-    batch_times: list[float] = []
-    side_times: dict[str, list[float]] = {name: [] for name in beside or {}}
+    writers = {PUT: store.database, **{name: w.db for name, w in (beside or {}).items()}}
+    counters = {name: WalPages(db) for name, db in writers.items()}
+    passes: list[dict[str, Pass]] = []
     total_start = time.perf_counter()
     for rev in range(1, revisions + 1):
+        this = {name: Pass() for name in writers}
+        passes.append(this)
         pass_start = time.perf_counter()
         for start in range(0, keys, BATCH):
             records = [record(i, rev) for i in range(start, min(keys, start + BATCH))]
             t0 = time.perf_counter()
             store.put_many(records, idempotency_key=f"r{rev}-b{start}", ctx=CTX)
-            batch_times.append(time.perf_counter() - t0)
+            this[PUT].times.append(time.perf_counter() - t0)
+            this[PUT].pages.append(counters[PUT].last)
             for name, writer in (beside or {}).items():
-                side_times[name].append(writer.write(rev, start, keys))
+                this[name].times.append(writer.write(rev, start, keys))
+                this[name].pages.append(counters[name].last)
         if progress:
             took = time.perf_counter() - pass_start
             print(f"  revision {rev}: {keys} records in {took:.1f} s")
     written = keys * revisions
-    put = {**rates(batch_times, written), "wall_s": time.perf_counter() - total_start}
-    return put, {name: rates(times, written) for name, times in side_times.items()}
+
+    def whole(name: str) -> dict[str, Any]:
+        times = [t for p in passes for t in p[name].times]
+        pages = [n for p in passes for n in p[name].pages]
+        return {**rates(times, written), "pages_per_commit": statistics.mean(pages)}
+
+    put = {**whole(PUT), "wall_s": time.perf_counter() - total_start}
+    return put, {name: whole(name) for name in beside or {}}, passes
+
+
+PUT = "put_many (the store)"
+
+
+class WalPages:
+    """The WAL pages the last commit of ``db``'s writer added, from a WAL hook.
+
+    A WAL hook replaces SQLite's autocheckpoint (which is one), so this one runs it
+    too: a PASSIVE checkpoint once the WAL holds ``wal_autocheckpoint`` pages. After a
+    complete checkpoint the next commit starts the WAL again from its first frame.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.last = 0
+        self._frames = 0
+        with db.write() as conn:  # the writer connection (an empty transaction)
+            limit = int(conn.execute("PRAGMA wal_autocheckpoint").fetchall()[0][0])  # type: ignore[arg-type]
+
+            def hook(c: apsw.Connection, name: str, frames: int) -> int:
+                self.last = frames - self._frames if frames > self._frames else frames
+                self._frames = frames
+                if limit > 0 and frames >= limit:
+                    c.wal_checkpoint(name)
+                return apsw.SQLITE_OK
+
+            conn.set_wal_hook(hook)
 
 
 def _json(value: Any) -> str:
@@ -148,31 +200,50 @@ def _json(value: Any) -> str:
 
 class BareWriter:
     """The same transactions as ``put_many`` with their rows made before the clock
-    starts: SQLite and the disk alone (``commit_only``: one ledger row per transaction,
-    the floor of a synchronous commit)."""
+    starts: SQLite and the disk alone. ``layout`` is ``"current"`` (the store's
+    schema and rows), ``"v1"`` (schema v1 and the rows v1 wrote: the record in
+    current and in history) or ``"commit"`` (one ledger row per transaction, the
+    floor of a synchronous commit)."""
 
-    def __init__(self, path: Path, *, commit_only: bool) -> None:
+    def __init__(self, path: Path, *, layout: str) -> None:
         self.path = path
-        self.commit_only = commit_only
-        self.db = Database(str(path), plane=PLANE, migrations=MIGRATIONS)
+        self.layout = layout
+        steps = MIGRATIONS[:1] if layout == "v1" else MIGRATIONS
+        self.db = Database(str(path), plane=PLANE, migrations=steps)
         self.result = _json({"replayed": False, "written": BATCH})
+        # What the store keeps between batches: each key's key_id and the next id.
+        self.next_id = 1
+        self.key_ids: dict[str, int] = {}
 
     def write(self, rev: int, start: int, keys: int) -> float:
         """One batch; returns the seconds its transaction took."""
         now = time.time()
         stamp = rfc3339(now)
         ledger = (f"bench/put_many/r{rev}-b{start}", "0" * 64, self.result, now + 86_400)
-        history, current, scope = [], [], []
+        history: list[tuple[Any, ...]] = []
+        current: list[tuple[Any, ...]] = []
+        scope: list[tuple[str, str, str]] = []
         for i in range(start, min(keys, start + BATCH)):
             rec = record(i, rev)
-            text, scope_text = _json(rec), _json(rec["scope"])
-            history.append((rec["key"], rev, text, stamp))
-            current.append((rec["key"], text, scope_text, rev, stamp))
+            key, text, scope_text = rec["key"], _json(rec), _json(rec["scope"])
+            if self.layout == "v1":
+                history.append((key, rev, text, stamp))
+                current.append((key, text, scope_text, rev, stamp))
+            else:
+                row_id = self.next_id
+                self.next_id += 1
+                key_id = self.key_ids.setdefault(key, row_id)
+                history.append((row_id, key_id, rev, text, stamp))
+                current.append(
+                    (key, key_id, 1, row_id, scope_text)
+                    if rev == 1
+                    else (rev, row_id, scope_text, key)
+                )
             if rev == 1:
-                scope += [(a, v, rec["key"]) for a, v in rec["scope"].items()]
+                scope += [(a, v, key) for a, v in rec["scope"].items()]
         t0 = time.perf_counter()
         with self.db.write() as conn:
-            if not self.commit_only:
+            if self.layout == "v1":
                 conn.executemany(
                     "INSERT INTO affect_history (key, revision, record_json, recorded_at)"
                     " VALUES (?, ?, ?, ?)",
@@ -185,10 +256,24 @@ class BareWriter:
                     " revision = excluded.revision, recorded_at = excluded.recorded_at",
                     current,
                 )
-                if scope:
-                    conn.executemany(
-                        "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope
-                    )
+            elif self.layout == "current":
+                conn.executemany(
+                    "INSERT INTO affect_history (id, key_id, revision, record_json, recorded_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    history,
+                )
+                conn.executemany(
+                    "INSERT INTO affect_current (key, key_id, revision, head, scope_json)"
+                    " VALUES (?, ?, ?, ?, ?)"
+                    if rev == 1
+                    else "UPDATE affect_current SET revision = ?, head = ?, scope_json = ?"
+                    " WHERE key = ?",
+                    current,
+                )
+            if scope and self.layout != "commit":
+                conn.executemany(
+                    "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope
+                )
             conn.execute(
                 f"INSERT OR REPLACE INTO {LEDGER.table} (idempotency_id, digest, result_json,"
                 " expires_at) VALUES (?, ?, ?, ?)",
@@ -227,12 +312,13 @@ def main() -> None:
     beside: dict[str, BareWriter] = {}
     if not args.no_ceiling:
         beside = {
-            "SQLite alone, same rows": BareWriter(workdir / "ceiling.db", commit_only=False),
-            "commit floor": BareWriter(workdir / "commit-floor.db", commit_only=True),
+            "SQLite alone, same rows": BareWriter(workdir / "ceiling.db", layout="current"),
+            "SQLite alone, schema v1 rows": BareWriter(workdir / "ceiling-v1.db", layout="v1"),
+            "commit floor": BareWriter(workdir / "commit-floor.db", layout="commit"),
         }
     try:
         print(f"loading {n:,} keys × {revs} revisions in batches of {BATCH} into {db}")
-        put, ceilings = load(store, n, revs, progress=True, beside=beside)
+        put, ceilings, passes = load(store, n, revs, progress=True, beside=beside)
 
         def get(i: int) -> None:
             assert store.get(key_of(i)) is not None
@@ -308,16 +394,33 @@ def main() -> None:
             "The disk's ceiling in the same run (same transactions, rows made beforehand;"
             " each batch of put_many followed by the same batch through each writer):",
             "",
-            "| writer | records/s | batch p50 ms | batch p95 ms | put_many ÷ it |",
-            "|---|---|---|---|---|",
-            f"| put_many (the store) | {put['records_per_s']:,.0f} | {put['batch_p50_ms']:.2f}"
-            f" | {put['batch_p95_ms']:.2f} | 1.00 |",
+            "| writer | records/s | batch p50 ms | batch p95 ms | WAL pages/commit"
+            " | put_many ÷ it |",
+            "|---|---|---|---|---|---|",
             *(
                 f"| {name} | {c['records_per_s']:,.0f} | {c['batch_p50_ms']:.2f}"
-                f" | {c['batch_p95_ms']:.2f} | {put['records_per_s'] / c['records_per_s']:.2f} |"
-                for name, c in ceilings.items()
+                f" | {c['batch_p95_ms']:.2f} | {c['pages_per_commit']:.1f}"
+                f" | {put['records_per_s'] / c['records_per_s']:.2f} |"
+                for name, c in {PUT: put, **ceilings}.items()
             ),
         ]
+    lines += [
+        "",
+        "Per pass (pass r writes revision r of every key; records/s, WAL pages per commit):",
+        "",
+        "| writer | " + " | ".join(f"rev {r}" for r in range(1, len(passes) + 1)) + " |",
+        "|---|" + "---|" * len(passes),
+        *(
+            f"| {name} | "
+            + " | ".join(
+                f"{len(p[name].times) and n / sum(p[name].times):,.0f} /s,"
+                f" {statistics.mean(p[name].pages):.1f} p"
+                for p in passes
+            )
+            + " |"
+            for name in passes[0]
+        ),
+    ]
     text = "\n".join(lines)
     print()
     print(text)

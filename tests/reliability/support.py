@@ -146,27 +146,37 @@ def check_memory_file(path: str) -> int:
 
 
 def check_affect_file(path: str) -> int:
-    """Integrity; every current row is the newest history row of its key, and the scope
-    index holds exactly the current scopes. Returns the number of live keys."""
+    """Integrity; every current row points at its key's newest history row (``head``)
+    and names the key by the id of its revision 1 (``key_id``); each key's history is
+    revisions 1..current and no other history exists; the scope index holds exactly
+    the current scopes. Returns the number of live keys (schema v2, see
+    ``ratatoskr.affect.schema``)."""
     with open_raw(path) as conn:
         assert _rows(conn, "PRAGMA integrity_check") == [("ok",)]
+        heads = _rows(
+            conn,
+            "SELECT c.key FROM affect_current c LEFT JOIN affect_history h ON h.id = c.head"
+            " WHERE h.id IS NULL OR h.key_id IS NOT c.key_id OR h.revision IS NOT c.revision",
+        )
+        assert heads == [], f"{len(heads)} keys whose head is not their newest revision"
         mismatched = _rows(
             conn,
             "SELECT c.key FROM affect_current c LEFT JOIN"
-            " (SELECT key, max(revision) AS top, count(*) AS n FROM affect_history GROUP BY key) h"
-            " ON h.key = c.key WHERE h.top IS NOT c.revision OR h.n IS NOT c.revision",
+            " (SELECT key_id, max(revision) AS top, count(*) AS n FROM affect_history"
+            " GROUP BY key_id) h ON h.key_id = c.key_id"
+            " WHERE h.top IS NOT c.revision OR h.n IS NOT c.revision",
         )
         assert mismatched == [], f"{len(mismatched)} keys whose history disagrees"
-        heads = _rows(
+        firsts = _rows(
             conn,
-            "SELECT c.key FROM affect_current c JOIN affect_history h"
-            " ON h.key = c.key AND h.revision = c.revision WHERE h.record_json IS NOT c.record_json",
+            "SELECT c.key FROM affect_current c LEFT JOIN affect_history h"
+            " ON h.key_id = c.key_id AND h.revision = 1 WHERE h.id IS NOT c.key_id",
         )
-        assert heads == []
+        assert firsts == []
         orphans = _one(
             conn,
-            "SELECT count(*) FROM (SELECT DISTINCT key FROM affect_history"
-            " EXCEPT SELECT key FROM affect_current)",
+            "SELECT count(*) FROM (SELECT DISTINCT key_id FROM affect_history"
+            " EXCEPT SELECT key_id FROM affect_current)",
         )
         assert int(orphans) == 0
         index = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -19,6 +20,8 @@ from bifrost.affect import (
 from bifrost.context import DispatchContext
 from bifrost.scope import matches_scope
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.affect.listing import load_record
+from ratatoskr.affect.schema import MIGRATIONS
 from ratatoskr.sqlite import StorageUnavailable
 
 from .conftest import FakeClock, rec, strip
@@ -89,6 +92,37 @@ def test_records_come_back_verbatim(store: RatatoskrAffectStore) -> None:
     assert store.get_many(["ключ/α"])[0] == got
     assert strip(store.history("ключ/α")["items"][0]) == payload
     assert strip(store.list()["items"][0]) == payload
+
+
+def test_numbers_come_back_with_their_types(store: RatatoskrAffectStore) -> None:
+    # 2**70 == float(2**70) in Python: equality alone would not see an int read back
+    # as a float (orjson reads integers beyond 64 bits so).
+    numbers: dict[str, Any] = {
+        "huge": 2**70,
+        "negative": -(2**65),
+        "below_int64": -(2**63) - 1,  # 19 digits
+        "int64": 2**63 - 1,
+        "uint64": 2**64 - 1,
+        "big_float": 1e300,
+    }
+    payload = {**rec("n"), **numbers, "nested": [{"x": 2**80}, 0.5, -0.0], "digits": "1" * 40}
+    put(store, [payload], "k")
+    for got in (
+        store.get("n"),
+        store.get_many(["n"])[0],
+        store.history("n")["items"][0],
+        store.list()["items"][0],
+    ):
+        assert got is not None and strip(got) == payload
+        assert [type(got[k]) for k in numbers] == [int, int, int, int, int, float]
+        assert type(got["nested"][0]["x"]) is int and str(got["nested"][2]) == "-0.0"
+
+
+def test_plain_records_are_read_by_orjson_and_others_exactly() -> None:
+    assert load_record('{"a":12345678901234567,"b":"x"}') == {"a": 12345678901234567, "b": "x"}
+    for text in ('{"a":-9223372036854775809}', '{"a":[184467440737095516150]}'):
+        (value,) = load_record(text).values()
+        assert value == json.loads(text)["a"] and type(value) is type(json.loads(text)["a"])
 
 
 def test_get_many_keeps_the_asked_order_and_omits_missing(store: RatatoskrAffectStore) -> None:
@@ -428,7 +462,7 @@ def test_data_survives_reopening(db_file: str) -> None:
     s.close()
     again = open_affect_store(db_file)
     assert again.dump() == dump
-    assert again.database.schema_version() == 1
+    assert again.database.schema_version() == len(MIGRATIONS)
     assert put(again, [rec("a", n=2)], "k2")["replayed"] is True
     again.close()
 
