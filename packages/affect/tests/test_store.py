@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from typing import Any
@@ -492,3 +493,24 @@ def test_limits_are_enforced(db_file: str) -> None:
     with pytest.raises(InvalidArguments):
         s.get_many(["a", "b", "c"])
     s.close()
+
+
+def test_a_record_nested_past_orjsons_depth_reads_back(tmp_path: Any) -> None:
+    """The standard library writes a record orjson refuses (over 255 levels), and goes
+    past orjson's 1024 levels of reading when a caller raised the recursion limit: such
+    a record reads back exactly (the exact parse), by get, history and list."""
+    deep: Any = 1
+    for _ in range(1100):
+        deep = [deep]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    try:
+        store = open_affect_store(str(tmp_path / "affect.db"))
+        record = {"key": "deep", "scope": {"tenant": "t"}, "d": deep}
+        store.put_many([record], idempotency_key="k", ctx=DispatchContext(actor="a"))
+        assert strip(store.get_many(["deep"])[0]) == record
+        assert strip(store.history("deep")["items"][0]) == record
+        assert [strip(r) for r in store.list()["items"]] == [record]
+        store.close()
+    finally:
+        sys.setrecursionlimit(limit)

@@ -232,3 +232,13 @@ def test_validated_chunks_say_what_validation_found() -> None:
         ("c", True, False),
         ("d", False, False),
     ]
+
+
+def test_a_record_too_deep_for_the_standard_librarys_writer_is_refused_typed() -> None:
+    """Past orjson's 255 levels the standard library writes; past the recursion limit it
+    cannot, and that is InvalidArguments, not a RecursionError."""
+    deep: Any = 1
+    for _ in range(5_000):
+        deep = [deep]
+    with pytest.raises(InvalidArguments, match="record 3: not JSON-serialisable"):
+        canonical_record({"d": deep}, 3)

@@ -106,7 +106,8 @@ def canonical_record(record: dict[str, Any], index: int | None = None) -> tuple[
         return data, True
     try:
         checked = canonical_json(record)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        # RecursionError: nested deeper than the standard library's writer can go.
         raise InvalidArguments(f"{record_label(index)}: not JSON-serialisable") from None
     return checked, data is not None
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apsw
+import orjson
 
 from bifrost.records import load_canonical
 from bifrost.scope import matches_scope
@@ -48,10 +49,15 @@ def load_record(text: str) -> dict[str, Any]:
     """A stored record (canonical JSON) parsed exactly: orjson alone unless the text
     holds a run of 19 digits, which may be such an integer; then bifrost's exact parse.
     A ~400-byte record takes ~4.5 µs (scan 3, orjson 1.5); the standard library took
-    10, bifrost's exact parse 11 (it walks the result for large floats). Every text the
-    writers store parses: orjson reads 1024 levels of nesting, the standard library's
-    writer stops before 1000."""
-    return load_canonical(text, _LONG_NUMBER.search(text) is None)
+    10, bifrost's exact parse 11 (it walks the result for large floats). A text orjson
+    refuses (nested past its 1024 levels: the standard library's writer goes deeper
+    when a caller raised the recursion limit) takes the exact parse too."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return load_canonical(text, True)
+        except orjson.JSONDecodeError:
+            pass
+    return load_canonical(text, False)
 
 
 def load_scope(text: str) -> dict[str, str]:
