@@ -19,7 +19,7 @@ from bifrost.scope import matches_scope
 from ratatoskr.affect import SqliteAffectStore, open_affect_store
 from ratatoskr.affect.schema import MIGRATIONS
 from ratatoskr.sqlite import SchemaTooNew, StorageCorrupt
-from ratatoskr.sqlite.crashtest import kill_mid_stream
+from ratatoskr.sqlite.crashtest import FixedDelay, kill_mid_stream
 
 from .invariants import check_affect_file
 from .v1_file import ACTOR, V1Writer, open_v1, v1_view
@@ -273,18 +273,6 @@ def test_v1_code_refuses_a_v2_file(tmp_path: Path) -> None:
         open_v1(path)
 
 
-class _At(random.Random):
-    """A "random" delay that is always ``fraction`` of the range kill_mid_stream asks
-    for, so the kills spread over the whole upgrade deterministically."""
-
-    def __init__(self, fraction: float) -> None:
-        super().__init__(0)
-        self.fraction = fraction
-
-    def uniform(self, a: float, b: float) -> float:
-        return a + (b - a) * self.fraction
-
-
 @pytest.mark.slow
 def test_sigkill_during_the_upgrade_leaves_v1_whole_or_v2_complete(tmp_path: Path) -> None:
     # Enough rows that the upgrade's copy spills pages into the WAL before it
@@ -303,7 +291,9 @@ def test_sigkill_during_the_upgrade_leaves_v1_whole_or_v2_complete(tmp_path: Pat
         path = str(tmp_path / f"killed{n}.db")
         shutil.copy(pristine, path)
         # The worker acknowledges once imported, then opens (upgrades) the file.
-        kill_mid_stream([str(WORKER), path], min_acks=1, rng=_At(fraction), max_delay_s=upgrade_s)
+        kill_mid_stream(
+            [str(WORKER), path], min_acks=1, rng=FixedDelay(fraction), max_delay_s=upgrade_s
+        )
         wal = Path(path + "-wal")
         wal_bytes = wal.stat().st_size if wal.exists() else 0
         conn = apsw.Connection(path)  # recovers the WAL of the killed process

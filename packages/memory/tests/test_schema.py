@@ -20,7 +20,7 @@ from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store, records
 from ratatoskr.memory.records import unit_float64
 from ratatoskr.memory.schema import migrations
 from ratatoskr.sqlite import SchemaTooNew, StorageCorrupt
-from ratatoskr.sqlite.crashtest import kill_mid_stream
+from ratatoskr.sqlite.crashtest import FixedDelay, kill_mid_stream
 
 from .conftest import DIM
 from .test_records import CASES, exact, record, without
@@ -173,18 +173,6 @@ def test_v1_code_refuses_a_v2_file(tmp_path: Path) -> None:
         open_v1(path, DIM)
 
 
-class _At(random.Random):
-    """A "random" delay that is always ``fraction`` of the range kill_mid_stream asks
-    for, so the kills spread over the whole upgrade deterministically."""
-
-    def __init__(self, fraction: float) -> None:
-        super().__init__(0)
-        self.fraction = fraction
-
-    def uniform(self, a: float, b: float) -> float:
-        return a + (b - a) * self.fraction
-
-
 @pytest.mark.slow
 def test_sigkill_during_the_upgrade_leaves_v1_whole_or_v2_complete(tmp_path: Path) -> None:
     # 64 dims: enough bytes that the upgrade's rewrite spills pages into the WAL
@@ -205,7 +193,10 @@ def test_sigkill_during_the_upgrade_leaves_v1_whole_or_v2_complete(tmp_path: Pat
         shutil.copy(pristine, path)
         # The worker acknowledges once imported, then opens (upgrades) the file.
         kill_mid_stream(
-            [str(WORKER), path, str(dim)], min_acks=1, rng=_At(fraction), max_delay_s=upgrade_s
+            [str(WORKER), path, str(dim)],
+            min_acks=1,
+            rng=FixedDelay(fraction),
+            max_delay_s=upgrade_s,
         )
         wal = Path(path + "-wal")
         wal_bytes = wal.stat().st_size if wal.exists() else 0

@@ -19,6 +19,19 @@ import time
 from collections.abc import Sequence
 
 
+class FixedDelay(random.Random):
+    """An ``rng`` for :func:`kill_mid_stream` whose "random" delay is always
+    ``fraction`` of the range it asks for: kills spread over a whole operation (an
+    upgrade, say) deterministically, one fraction per run."""
+
+    def __init__(self, fraction: float) -> None:
+        super().__init__(0)
+        self.fraction = fraction
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.fraction
+
+
 def kill_mid_stream(
     argv: Sequence[str],
     *,
