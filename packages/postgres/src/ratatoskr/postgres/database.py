@@ -25,7 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString, TypeVar
 
@@ -33,6 +34,7 @@ import psycopg
 import psycopg_pool
 from psycopg import Connection, Cursor, pq, sql
 from psycopg.adapt import AdaptersMap
+from psycopg.conninfo import conninfo_to_dict
 
 from ratatoskr.postgres.errors import translate, translate_errors
 from ratatoskr.postgres.migrations import (
@@ -72,6 +74,7 @@ _BEGIN: dict[str, bytes] = {
 _POOL_LOGGER = logging.getLogger("psycopg.pool")
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
 _ATTEMPTS = 3
+_WAIT_SLICE = 0.5
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,15 @@ class PoolOptions:
     max_size: int = 8
     # Seconds a call waits for a free connection before StorageUnavailable.
     timeout: float = 10.0
-    # Seconds to establish one connection (libpq's connect_timeout).
+    # Seconds to establish one connection (libpq's connect_timeout, per host of a
+    # multi-host DSN); a connect_timeout the DSN itself names wins.
     connect_timeout: int = 10
     application_name: str = "ratatoskr"
+    # Seconds the pool keeps retrying (backing off 1, 2, 4 s…) to replace a lost
+    # connection before it gives up; the next call asks for a new one at once. Short,
+    # so that after a failover a call finds the new primary within about this long
+    # instead of waiting out a backoff grown during the outage.
+    reconnect_timeout: float = 2.0
 
 
 def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
@@ -99,21 +108,24 @@ def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
         _POOL_LOGGER.setLevel(logging.WARNING)
     if opts.min_size < 0 or opts.max_size < max(1, opts.min_size):
         raise ValueError("pool sizes must satisfy 0 <= min_size <= max_size, max_size >= 1")
+    kwargs: dict[str, Any] = {
+        # Transactions are explicit (``run``): an autocommit connection makes a
+        # single-statement read one round trip.
+        "autocommit": True,
+        "context": ADAPTERS,
+        "application_name": opts.application_name,
+    }
+    if "connect_timeout" not in _dsn_keys(dsn):
+        kwargs["connect_timeout"] = opts.connect_timeout
     pool: Pool = psycopg_pool.ConnectionPool(
         dsn,
         min_size=opts.min_size,
         max_size=opts.max_size,
         timeout=opts.timeout,
+        reconnect_timeout=opts.reconnect_timeout,
         open=False,
         name=opts.application_name,
-        kwargs={
-            # Transactions are explicit (``run``): an autocommit connection makes a
-            # single-statement read one round trip.
-            "autocommit": True,
-            "context": ADAPTERS,
-            "connect_timeout": opts.connect_timeout,
-            "application_name": opts.application_name,
-        },
+        kwargs=kwargs,
     )
     try:
         with translate_errors():
@@ -122,6 +134,15 @@ def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
         pool.close()
         raise
     return pool
+
+
+def _dsn_keys(dsn: str) -> frozenset[str]:
+    """The parameters ``dsn`` names (none when libpq cannot parse it: connecting will
+    then fail with the typed error)."""
+    try:
+        return frozenset(conninfo_to_dict(dsn))
+    except psycopg.ProgrammingError:
+        return frozenset()
 
 
 class _Retry(Exception):
@@ -193,13 +214,35 @@ class PostgresDatabase:
         for attempt in range(_ATTEMPTS):
             last = attempt == _ATTEMPTS - 1
             try:
-                with translate_errors(), self._pool.connection() as conn:
+                with translate_errors(), self._connection() as conn:
                     return self._attempt(conn, work, mode, last)
             except _Retry:
                 # Dead connections a restart left in the pool would fail the next
                 # attempts too: test the idle ones and let the pool replace them.
                 self._pool.check()
         raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Connection[Any]]:
+        """A pooled connection, as ``pool.connection()`` gives it, but waited for in
+        slices: each new request lets the pool start a new connection attempt at once
+        (one whose backoff gave up, during a failover, is not retried until asked),
+        so a call waiting through a failover gets the new primary's first connection.
+        Raises PoolTimeout after the pool's ``timeout``."""
+        deadline = time.monotonic() + self._pool.timeout
+        while True:
+            wait = min(_WAIT_SLICE, deadline - time.monotonic())
+            try:
+                conn = self._pool.getconn(timeout=max(wait, 0.001))
+                break
+            except psycopg_pool.PoolTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+        try:
+            with conn:
+                yield conn
+        finally:
+            self._pool.putconn(conn)
 
     @staticmethod
     def _attempt(
