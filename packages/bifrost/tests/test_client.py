@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import anyio
 import httpx
 import jwt
@@ -283,3 +285,108 @@ def test_non_finite_numbers_raise_invalid_arguments_unsent(bad: float) -> None:
         c.search([object()], top_k=1)  # type: ignore[list-item]
     assert sent == []
     c.close()
+
+
+def _recording_client(sent: list[httpx.Request], **kwargs: object) -> BifrostClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    options: dict[str, object] = {"actor": "a", "plane": "memory", **kwargs}
+    return BifrostClient(
+        "http://x",
+        KEY,
+        transport=httpx.MockTransport(handler),
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_missing_actor_or_plane_names_the_public_class() -> None:
+    with pytest.raises(TypeError, match=r"^BifrostClient\(\) missing .*'actor'"):
+        BifrostClient("http://x", KEY, plane="memory")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^AsyncBifrostClient\(\) missing .*'plane'"):
+        AsyncBifrostClient("http://x", KEY, actor="a")  # type: ignore[call-arg]
+
+
+def test_plane_contradicting_the_base_url_is_named() -> None:
+    with pytest.raises(ValueError, match=r"plane='affect', but the base URL ends in /memory"):
+        BifrostClient("http://x/memory", KEY, actor="a", plane="affect")
+    with pytest.raises(ValueError, match="pass plane='affect'"):
+        AsyncBifrostClient("http://x/affect/", KEY, actor="a", plane="memory")
+
+
+def test_grant_with_an_unknown_axis_is_refused_before_sending() -> None:
+    sent: list[httpx.Request] = []
+    with pytest.raises(InvalidArguments) as info:
+        _recording_client(sent, scope={"tennant": "secret-tenant"})
+    message = str(info.value)
+    assert "scope has an axis outside the scope lattice: 'tennant'" in message
+    assert "end_user, group, tenant, agent_self" in message and "'tenant'?" in message
+    assert "secret" not in message
+    with pytest.raises(InvalidArguments, match="non-empty strings"):
+        _recording_client(sent, scope={"tenant": ""})
+    assert sent == []
+
+
+def test_filter_with_an_unknown_axis_is_refused_before_sending() -> None:
+    sent: list[httpx.Request] = []
+    c = _recording_client(sent)
+    with pytest.raises(InvalidFilter, match=r"scope_all has an axis .*'tennant'"):
+        c.search([0.0] * DIM, top_k=1, scope_all={"tennant": "t"})
+    with pytest.raises(InvalidFilter, match=r"scope_any\[1\] has an axis"):
+        c.search([0.0] * DIM, top_k=1, scope_any=[{"tenant": "t"}, {"grup": "g"}])
+    assert sent == []
+
+
+def test_key_with_a_trailing_newline_gets_a_hint() -> None:
+    """Decision: the client does not strip the key (an HS256 key may be any bytes); a
+    signature refused while the key ends in whitespace says so."""
+    store = InMemoryMemoryStore(DIM)
+    app = build_memory_app(store, JwtVerifier(KEY), ConsumerRegistration())
+    with TestClient(app) as tc:
+        with pytest.raises(Unauthenticated, match=r"signature invalid \(the key .* newline"):
+            BifrostClient(
+                "http://t", KEY + b"\n", actor="a", plane="memory", http_client=tc
+            ).health()
+        with pytest.raises(Unauthenticated) as info:
+            BifrostClient(
+                "http://t", KEY + b"x", actor="a", plane="memory", http_client=tc
+            ).health()
+        assert str(info.value) == "token signature invalid"
+
+
+def test_records_without_id_get_unguessable_ids_written_back() -> None:
+    """Issue 22: a chunk id is one namespace across tenants; the client makes one."""
+    store = InMemoryMemoryStore(DIM)
+    app = build_memory_app(store, JwtVerifier(KEY), ConsumerRegistration())
+    with TestClient(app) as tc:
+        c = BifrostClient("http://t", KEY, actor="a", plane="memory", http_client=tc)
+        given = chunk("mine", 0)
+        fresh = [chunk("x", 1), chunk("x", 2)]
+        for rec in fresh:
+            del rec["id"]
+        assert c.upsert_many([given, *fresh], idempotency_key="k")["upserted"] == 3
+        ids = [rec["id"] for rec in fresh]
+        assert given["id"] == "mine" and len(set(ids)) == 2
+        assert all(uuid.UUID(i).version == 4 for i in ids)
+        assert [r["id"] for r in c.get_many(ids)] == ids
+        # A retry with the same dicts carries the same ids: replayed, nothing new.
+        assert c.upsert_many([given, *fresh], idempotency_key="k")["replayed"] is True
+        assert len(c.get_many(["mine", *ids])) == 3
+
+
+def test_async_records_without_id_get_ids() -> None:
+    store = InMemoryMemoryStore(DIM)
+    app = build_memory_app(store, JwtVerifier(KEY), ConsumerRegistration())
+    record = chunk("x", 0)
+    del record["id"]
+
+    async def main() -> None:
+        async with AsyncBifrostClient(
+            "http://t", KEY, actor="a", plane="memory", transport=httpx.ASGITransport(app=app)
+        ) as c:
+            await c.upsert_many([record])
+
+    anyio.run(main)
+    assert uuid.UUID(record["id"]).version == 4
+    assert store.get(record["id"]) is not None

@@ -307,7 +307,7 @@ def test_a_write_mixin_validates_before_its_store_sees_the_request() -> None:
         ("upsert_many", ("a",), {}, "agent-a"),
         ("put_many", ("a",), {"a": 0}, "agent-a"),
     ]
-    with pytest.raises(InvalidArguments, match="batch of 6 exceeds max_batch 5"):
+    with pytest.raises(InvalidArguments, match="records: 6 exceeds max_batch 5 "):
         Affect().put_many(
             [{"key": str(i), "scope": {}} for i in range(6)], idempotency_key="k", ctx=CTX
         )

@@ -7,7 +7,16 @@ asynchronous. For tests pass ``transport=`` (``httpx.MockTransport``, or
 ``httpx.ASGITransport(app=…)`` for the async client) or ``http_client=`` (any
 ``httpx.Client``, e.g. Starlette's ``TestClient(app)`` for the sync client).
 Upserts/puts without an ``idempotency_key`` get a fresh uuid4 key — pass your
-own to make retries safe.
+own to make retries safe. A memory record given to ``upsert_many`` without an
+``id`` gets a fresh uuid4 id, written into that record dict before sending (chunk
+ids are one namespace across every tenant: a guessable id could name another
+tenant's chunk); read it back from your dict, and send the same dicts again on a
+retry so the retry carries the same ids.
+
+The grant (``scope=``) defaults to ``{}``: no restriction, every tenant's records.
+A grant or a ``scope_all`` / ``scope_any`` with an axis outside the lattice
+(``end_user``, ``group``, ``tenant``, ``agent_self``) raises before anything is sent,
+as does a plane name the base URL contradicts.
 
 A base URL the server has no Bifrost endpoint under (a combined server's root
 instead of ``…/memory``) raises :class:`WrongBaseURL`; arguments holding NaN
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import uuid
 from collections.abc import Awaitable
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
@@ -36,6 +46,7 @@ from bifrost.context import DEFAULT_CONSUMER_ID
 from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
 from bifrost.planes import WIRE_PLANES, plane_spec
+from bifrost.scope import validate_record_scope, validate_scope
 
 __all__ = [
     "AsyncBifrostClient",
@@ -104,7 +115,13 @@ def _finite(value: object) -> bool:
     return True
 
 
-def _result(response: httpx.Response) -> Any:
+_KEY_HINT = (
+    " (the key given to the client ends in whitespace, e.g. a newline read from a key "
+    "file; the provider strips its key file's whitespace: pass key.strip())"
+)
+
+
+def _result(response: httpx.Response, *, plane: str = "", key: bytes = b"") -> Any:
     try:
         payload = response.json()
     except ValueError:
@@ -113,9 +130,12 @@ def _result(response: httpx.Response) -> Any:
         return payload.get("result")
     if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
         err = payload["error"]
+        message = str(err.get("message", ""))
+        if message == "token signature invalid" and key != key.strip():
+            message += _KEY_HINT
         raise error_from_wire(
             str(err.get("code", "bifrost.internal")),
-            str(err.get("message", "")),
+            message,
             err.get("details") if isinstance(err.get("details"), dict) else {},
             response.status_code,
         )
@@ -123,7 +143,8 @@ def _result(response: httpx.Response) -> Any:
         path = response.request.url.path
         raise WrongBaseURL(
             f"no Bifrost endpoint at {path} (HTTP 404): the base URL is wrong - it must "
-            f"end in {_PLANE_PATHS} on a combined server (the root for a standalone plane)",
+            f"end in {_PLANE_PATHS} on a combined server (the root for a standalone plane), "
+            f"and plane= ({plane!r}) must be the plane served there",
             {"path": path},
         )
     raise error_from_wire(
@@ -132,6 +153,17 @@ def _result(response: httpx.Response) -> Any:
         {},
         response.status_code,
     )
+
+
+def _plane_matches_url(base_url: str, plane: str) -> None:
+    """A base URL ending in another plane's prefix (``…/memory`` with ``plane="affect"``)
+    is a wrong ``plane=``: ValueError naming both, before anything is sent."""
+    last = httpx.URL(base_url).path.rstrip("/").rpartition("/")[2]
+    if last in WIRE_PLANES and last != plane:
+        raise ValueError(
+            f"plane={plane!r}, but the base URL ends in /{last}: pass plane={last!r}, "
+            f"or the base URL ending in /{plane}"
+        )
 
 
 class WriteOptions(TypedDict, total=False):
@@ -153,9 +185,9 @@ class _Verbs(Generic[_R, _Http, _Transport]):
         base_url: str,
         key: bytes,
         *,
-        actor: str,
+        actor: str | None = None,
         scope: dict[str, str] | None = None,
-        plane: str,
+        plane: str | None = None,
         transport: _Transport | None = None,
         http_client: _Http | None = None,
         issuer: str = "heimdall",
@@ -163,10 +195,19 @@ class _Verbs(Generic[_R, _Http, _Transport]):
         lifetime_s: float = 60,
         timeout: float = 30.0,
     ) -> None:
+        # Required, but checked here so the error names the public class, not this one.
+        for name, given in (("plane", plane), ("actor", actor)):
+            if given is None:
+                raise TypeError(
+                    f"{type(self).__name__}() missing required keyword argument {name!r}"
+                    + (" (who is calling: the token's sub claim)" if name == "actor" else "")
+                )
+        assert plane is not None and actor is not None  # for the type checker
         self._spec = plane_spec(plane)
+        _plane_matches_url(base_url, plane)
         self._key = key
         self.actor = actor
-        self.scope = dict(scope or {})
+        self.scope = validate_record_scope(dict(scope or {}), "scope")
         self.plane = plane
         self.issuer = issuer
         self.audience = audience
@@ -196,6 +237,9 @@ class _Verbs(Generic[_R, _Http, _Transport]):
         call_id: str | None = None,
     ) -> _R:
         """Send one verb; return its result or raise the typed ``BifrostError``."""
+        if args and ("scope_all" in args or "scope_any" in args):
+            # The server's own check (InvalidArguments / InvalidFilter), before sending.
+            validate_scope(args.get("scope_all"), args.get("scope_any"), max_any=sys.maxsize)
         body = build_envelope(
             verb,
             args,
@@ -244,7 +288,11 @@ class _Verbs(Generic[_R, _Http, _Transport]):
         )
 
     def upsert_many(self, records: list[dict[str, Any]], **options: Unpack[WriteOptions]) -> _R:
-        """The memory plane's batch write (``options``: :class:`WriteOptions`)."""
+        """The memory plane's batch write (``options``: :class:`WriteOptions`). A record
+        dict without an ``"id"`` gets a fresh uuid4 one, written into that dict."""
+        for record in records if isinstance(records, list) else ():
+            if isinstance(record, dict) and "id" not in record:
+                record["id"] = str(uuid.uuid4())
         return self._write("upsert_many", records, options)
 
     def put_many(self, records: list[dict[str, Any]], **options: Unpack[WriteOptions]) -> _R:
@@ -279,7 +327,8 @@ class BifrostClient(_Verbs[Any, httpx.Client, httpx.BaseTransport]):
         return httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
 
     def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
-        return _result(self._http.post(url, content=body, headers=headers))
+        response = self._http.post(url, content=body, headers=headers)
+        return _result(response, plane=self.plane, key=self._key)
 
     def close(self) -> None:
         if self._owns:
@@ -301,7 +350,8 @@ class AsyncBifrostClient(_Verbs[Awaitable[Any], httpx.AsyncClient, httpx.AsyncBa
         return httpx.AsyncClient(base_url=base_url, transport=transport, timeout=timeout)
 
     async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
-        return _result(await self._http.post(url, content=body, headers=headers))
+        response = await self._http.post(url, content=body, headers=headers)
+        return _result(response, plane=self.plane, key=self._key)
 
     async def aclose(self) -> None:
         if self._owns:

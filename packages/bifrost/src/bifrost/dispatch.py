@@ -8,12 +8,12 @@ rules are its own (memory's ``search``, affect's ``history``)."""
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bifrost import names
 from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION, Envelope
 from bifrost.errors import Forbidden, InvalidArguments, UnknownVerb, UnsupportedVerb
@@ -51,12 +51,10 @@ __all__ = [
 Handler = Callable[[Any, Envelope, DispatchContext], Any]
 """Runs one verb: ``(store, envelope, ctx) -> result`` (argument names already checked)."""
 
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
 
 def safe_name(name: str) -> str:
     """Echo an argument/verb name only when it looks like a schema identifier."""
-    return repr(name) if _NAME.fullmatch(name) else "(unprintable)"
+    return names.safe_name(name)
 
 
 @dataclass(frozen=True, init=False)
@@ -89,10 +87,11 @@ def check_args(verb: str, args: dict[str, Any], specs: Mapping[str, VerbSpec]) -
     ``InvalidArguments``."""
     spec = specs.get(verb)
     if spec is None:
-        raise UnknownVerb(f"unknown verb {safe_name(verb)}")
+        raise UnknownVerb(f"unknown verb {safe_name(verb)}{names.one_of(verb, specs)}")
     for name in args:
         if name not in spec.allowed:
-            raise InvalidArguments(f"{verb}: unknown argument {safe_name(name)}")
+            allowed = names.one_of(name, sorted(spec.allowed))
+            raise InvalidArguments(f"{verb}: unknown argument {safe_name(name)}{allowed}")
     for name in sorted(spec.required):
         if name not in args:
             raise InvalidArguments(f"{verb}: missing argument {name!r}")

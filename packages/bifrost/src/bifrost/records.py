@@ -69,7 +69,9 @@ def validate_ids(ids: object, *, max_batch: int, what: str = "ids") -> list[str]
     if not isinstance(ids, list):
         raise InvalidArguments(f"{what} must be a list of strings")
     if len(ids) > max_batch:
-        raise InvalidArguments(f"{what}: {len(ids)} exceeds max_batch {max_batch}")
+        raise InvalidArguments(
+            f"{what}: {len(ids)} exceeds max_batch {max_batch} (RATATOSKR_MAX_BATCH)"
+        )
     return [validate_id(x, f"{what}[{i}]") for i, x in enumerate(ids)]
 
 
@@ -263,7 +265,9 @@ def validate_records_common(
     if not isinstance(records, list):
         raise InvalidArguments(f"{what} must be a list")
     if len(records) > max_batch:
-        raise InvalidArguments(f"{what}: batch of {len(records)} exceeds max_batch {max_batch}")
+        raise InvalidArguments(
+            f"{what}: {len(records)} exceeds max_batch {max_batch} (RATATOSKR_MAX_BATCH)"
+        )
     for i, r in enumerate(records):
         if not isinstance(r, dict):
             raise InvalidArguments(f"{record_label(i)}: must be an object")

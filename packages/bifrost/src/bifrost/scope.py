@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from bifrost.errors import Forbidden, InvalidArguments, InvalidFilter
+from bifrost.names import one_of, safe_name
 
 __all__ = [
     "DEFAULT_MAX_SCOPE_ANY",
     "SCOPE_LATTICE",
     "apply_grant",
+    "check_axes",
     "inside_grant",
     "matches_scope",
     "validate_record_scope",
@@ -50,9 +52,17 @@ def _flat_scope(value: object, what: str) -> dict[str, str]:
 def _check_lattice(scope: Mapping[str, str], what: str, exc: type[Exception]) -> None:
     for k in scope:
         if k not in _LATTICE:
-            # The axis name is a schema word, not a value; echoing it is safe
-            # but we keep messages value-free anyway.
-            raise exc(f"{what} has an axis outside the scope lattice")
+            # An axis is a schema word, not a value: it is named when it looks like one.
+            raise exc(
+                f"{what} has an axis outside the scope lattice: {safe_name(k)}"
+                f"{one_of(k, SCOPE_LATTICE)}"
+            )
+
+
+def check_axes(scope: Mapping[str, object], what: str) -> None:
+    """Every key of ``scope`` is a lattice axis, else ``InvalidArguments`` naming the
+    first other one (a client checks its grant and filters with this before sending)."""
+    _check_lattice({str(k): "" for k in scope}, what, InvalidArguments)
 
 
 def validate_scope(
@@ -73,7 +83,9 @@ def validate_scope(
         if not isinstance(scope_any, list):
             raise InvalidArguments("scope_any must be a list of objects")
         if len(scope_any) > max_any:
-            raise InvalidArguments(f"scope_any holds more than {max_any} members")
+            raise InvalidArguments(
+                f"scope_any holds more than {max_any} members (RATATOSKR_MAX_SCOPE_ANY)"
+            )
         for i, member in enumerate(scope_any):
             any_.append(_flat_scope(member, f"scope_any[{i}]"))
     _check_lattice(all_, "scope_all", InvalidFilter)

@@ -139,7 +139,7 @@ def _limit(limit: object, max_page: int) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise InvalidArguments("limit must be an integer")
     if not 1 <= limit <= max_page:
-        raise InvalidArguments(f"limit must be in 1..{max_page}")
+        raise InvalidArguments(f"limit must be in 1..{max_page} (RATATOSKR_MAX_PAGE)")
     return limit
 
 

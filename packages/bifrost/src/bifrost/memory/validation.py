@@ -230,7 +230,7 @@ def validate_search(
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise InvalidArguments("top_k must be an integer")
     if not 1 <= top_k <= max_top_k:
-        raise InvalidArguments(f"top_k must be in 1..{max_top_k}")
+        raise InvalidArguments(f"top_k must be in 1..{max_top_k} (RATATOSKR_MAX_TOP_K)")
     all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
     if metadata_filter is not None and metadata_filter != {}:
         raise InvalidArguments("metadata_filter is not supported (no filterable fields)")
