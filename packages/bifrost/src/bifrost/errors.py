@@ -19,6 +19,7 @@ __all__ = [
     "BifrostError",
     "Forbidden",
     "IdempotencyConflict",
+    "InsufficientStorage",
     "Internal",
     "InvalidArguments",
     "InvalidFilter",
@@ -168,8 +169,25 @@ class RevisionMismatch(BifrostError, code="revision_mismatch", status=409, plane
         self.actual = actual
 
 
+class InsufficientStorage(BifrostError, code="insufficient_storage", status=507):
+    """The consumer's storage is full (or below the space it keeps back for deletes):
+    nothing was written; reads and deletes go on, and the same call may be retried once
+    space returns."""
+
+
 class Internal(BifrostError, code="internal", status=500):
     """Anything else; its message is generic."""
+
+
+def _declared(exc: BaseException) -> BifrostError | None:
+    """The wire error an exception of a library below the planes says it is: its class
+    names a code suffix in ``bifrost_code`` (ratatoskr's ``StorageFull`` names
+    ``insufficient_storage``) and keeps its message content-free. Only the server
+    conditions a store can meet are honoured (507), never a client error."""
+    cls = _BY_SUFFIX.get(str(getattr(type(exc), "bifrost_code", "")))
+    if cls is not InsufficientStorage:
+        return None
+    return cls(str(exc) or "")
 
 
 def error_body(
@@ -191,6 +209,8 @@ def render_error(
     ``bifrost.internal`` with a generic message; it is logged with the call id
     and the exception's type name only, never its text (which might hold content).
     """
+    if not isinstance(exc, BifrostError):
+        exc = _declared(exc) or exc
     if isinstance(exc, BifrostError):
         return exc.status, error_body(exc.wire_code(plane), exc.message, exc.details, call_id)
     _log.error("internal error call_id=%s type=%s", loggable_id(call_id), type(exc).__name__)

@@ -12,7 +12,6 @@ database exists only inside its one connection, so there every call shares it.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import stat
 import threading
@@ -22,6 +21,15 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from ratatoskr.sqlite.compact import (
+    COMPACT_STEP_PAGES,
+    CompactReport,
+    Prepare,
+    compact_database,
+    compact_with,
+    file_bytes,
+    incremental_when_new,
+)
 from ratatoskr.sqlite.driver import (
     MEMORY_PATH,
     ConnectionOptions,
@@ -29,8 +37,8 @@ from ratatoskr.sqlite.driver import (
     load_sqlite_vec,
     translate_errors,
 )
-from ratatoskr.sqlite.errors import ForeignDatabase, SchemaMismatch, StorageUnavailable
-from ratatoskr.sqlite.files import file_identity
+from ratatoskr.sqlite.errors import SchemaMismatch, StorageUnavailable
+from ratatoskr.sqlite.guard import FileGuard
 from ratatoskr.sqlite.migrations import (
     Migration,
     apply_migrations,
@@ -40,35 +48,19 @@ from ratatoskr.sqlite.migrations import (
     schema_version,
 )
 
-# Free pages given back per transaction by an incremental compaction (4 MiB of 4 KiB
-# pages). Measured at 100k chunks (58k deleted): a writer beside it waited at most
-# 0.2-0.4 s (4096-page steps: 0.6-0.8 s), the whole run took the same ~4 s.
-COMPACT_STEP_PAGES = 1024
-# What a plane rebuilds before the file is vacuumed (inside one write transaction);
-# returns the names of the tables it rebuilt.
-Prepare = Callable[[apsw.Connection], Sequence[str]]
-
-
-@dataclass(frozen=True)
-class CompactReport:
-    """What a compaction did. Sizes are the database file plus its WAL, in bytes."""
-
-    # "incremental_vacuum" (the file has auto_vacuum=INCREMENTAL), "vacuum" (a full
-    # rewrite, which also switches the file to INCREMENTAL) or "none" (":memory:").
-    method: str
-    bytes_before: int
-    bytes_after: int
-    free_pages_before: int
-    free_pages_after: int
-    seconds: float
-    # Tables the plane rebuilt first (their dead space is not free pages).
-    rebuilt: tuple[str, ...] = ()
-    # False when a reader of another process kept the WAL from being truncated.
-    wal_truncated: bool = True
-
-    @property
-    def bytes_reclaimed(self) -> int:
-        return self.bytes_before - self.bytes_after
+# Compaction lives in its own module; these names stay importable from here.
+__all__ = [
+    "COMPACT_STEP_PAGES",
+    "INTEGRITY_SKIPPED",
+    "CompactReport",
+    "Database",
+    "DatabaseReport",
+    "MetaSetting",
+    "Prepare",
+    "compact_database",
+    "inspect_database",
+    "same_file",
+]
 
 
 @dataclass(frozen=True)
@@ -111,13 +103,17 @@ class Database:
         self._readers_lock = threading.Lock()
         self._closed = False
         self._writer = connect(path, self.options)
-        # The file this database is, so a write can tell when the path no longer
-        # names it (see ``_check_file``).
+        # The files this database is, so a write can tell when the path no longer
+        # names them, and the disk's reserve (see ``guard.py``).
         self._abspath = os.path.abspath(path)
-        self._identity = None if self.is_memory else file_identity(self._abspath)
+        self._guard = (
+            None
+            if self.is_memory
+            else FileGuard(self._abspath, reserve_bytes=self.options.disk_reserve_bytes)
+        )
         try:
             if not self.is_memory and not self.options.readonly:
-                _incremental_when_new(self._writer)
+                incremental_when_new(self._writer)
             with self.write() as conn:
                 for key, wanted in (meta or {}).items():
                     stored = read_meta(conn, key)
@@ -135,12 +131,19 @@ class Database:
         """A write transaction: committed when the block ends, rolled back on any error."""
         with self._lock:
             self._check_open()
-            self._check_file()
+            guard = self._guard
+            if guard is not None:
+                guard.check_main()
             conn = self._writer
             with translate_errors():
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    at_begin = guard.begin(conn) if guard is not None else None
                     yield conn
+                    # The write lock is held: no checkpoint of another process can be
+                    # rewriting the WAL now, and the files are checked last.
+                    if guard is not None:
+                        guard.before_commit(conn, at_begin)
                 except BaseException:
                     if not conn.get_autocommit():
                         conn.execute("ROLLBACK")
@@ -193,15 +196,16 @@ class Database:
             raise StorageUnavailable("database is closed")
 
     def _check_file(self) -> None:
-        """Refuse to write when the path no longer names the file that was opened.
+        """Refuse to write when the path no longer names the file that was opened, or
+        its ``-wal``/``-shm`` are not the ones SQLite has open.
 
         SQLite keeps writing to an open file after it was deleted (its directory
         removed, a volume unmounted) or replaced by another: every write would be
-        acknowledged and then lost when the process exits. One ``stat`` per write
-        turns that into an error.
+        acknowledged and then lost when the process exits. A few ``stat`` calls per
+        write turn that into an error (see ``guard.py``).
         """
-        if self._identity is not None and file_identity(self._abspath) != self._identity:
-            raise StorageUnavailable("database file was removed or replaced while open")
+        if self._guard is not None:
+            self._guard.check_files()
 
     def checkpoint(self) -> None:
         """Copy what the WAL holds back into the database file without blocking writers
@@ -246,7 +250,7 @@ class Database:
                 with translate_errors():
                     yield self._writer
 
-        return _compact(writer, self._abspath, full=full, prepare=prepare)
+        return compact_with(writer, self._abspath, full=full, prepare=prepare)
 
     def schema_version(self) -> int:
         """The plane's applied schema version."""
@@ -273,142 +277,6 @@ class Database:
                         conn.close()
             finally:
                 self._writer.close()
-
-
-def compact_database(
-    path: str, *, plane: str, full: bool = False, prepare: Prepare | None = None
-) -> CompactReport:
-    """:meth:`Database.compact` for a plane's file given by path (an operator command),
-    safe beside a provider serving the same file: it takes SQLite's locks like any
-    writer, applies no migration and creates nothing.
-
-    Raises StorageUnavailable when the file does not exist, ForeignDatabase when it
-    does not hold ``plane``'s schema (or holds another plane's), and the other
-    StorageError subclasses for unusable files.
-    """
-    if path == MEMORY_PATH or not os.path.isfile(path):
-        raise StorageUnavailable("database file does not exist")
-    conn = connect(path, ConnectionOptions(load_vec=True))
-    try:
-        with translate_errors():
-            planes = recorded_planes(conn)
-        if planes != (plane,):
-            held = ", ".join(planes) if planes else "no plane's schema"
-            raise ForeignDatabase(f"the file holds {held}, not the {plane} plane")
-        lock = threading.Lock()
-
-        @contextlib.contextmanager
-        def writer() -> Iterator[apsw.Connection]:
-            with lock, translate_errors():
-                yield conn
-
-        return _compact(writer, os.path.abspath(path), full=full, prepare=prepare)
-    finally:
-        conn.close()
-
-
-def _compact(
-    writer: Callable[[], contextlib.AbstractContextManager[apsw.Connection]],
-    path: str,
-    *,
-    full: bool,
-    prepare: Prepare | None,
-) -> CompactReport:
-    """The compaction itself; ``writer()`` lends the writing connection (outside any
-    transaction) for one step at a time."""
-    start = time.perf_counter()
-    with writer() as conn:
-        before, free_before = _file_bytes(path), _pragma(conn, "freelist_count")
-    rebuilt: tuple[str, ...] = ()
-    if prepare is not None:
-        with writer() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                rebuilt = tuple(prepare(conn))
-                conn.execute("COMMIT")
-            except BaseException:
-                if not conn.get_autocommit():
-                    conn.execute("ROLLBACK")
-                raise
-    with writer() as conn:
-        incremental = _auto_vacuum(conn) == _AUTO_VACUUM_INCREMENTAL
-        free = _pragma(conn, "freelist_count")
-    if incremental and not full:
-        method = "incremental_vacuum"
-        # Writers may free pages meanwhile: a bounded number of steps, not "until zero".
-        for _step in range(math.ceil(free / COMPACT_STEP_PAGES) + 1):
-            with writer() as conn:
-                if _pragma(conn, "freelist_count") == 0:
-                    break
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    # One page per step of the statement: it must be run to the end.
-                    conn.execute(f"PRAGMA incremental_vacuum({COMPACT_STEP_PAGES})").fetchall()
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if not conn.get_autocommit():
-                        conn.execute("ROLLBACK")
-                    raise
-    else:
-        method = "vacuum"
-        with writer() as conn:
-            # Takes effect in the rewrite: later compactions are incremental.
-            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            conn.execute("VACUUM")
-    with writer() as conn:
-        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
-        free_after = _pragma(conn, "freelist_count")
-    return CompactReport(
-        method=method,
-        bytes_before=before,
-        bytes_after=_file_bytes(path),
-        free_pages_before=free_before,
-        free_pages_after=free_after,
-        seconds=time.perf_counter() - start,
-        rebuilt=rebuilt,
-        wal_truncated=busy == 0,
-    )
-
-
-_AUTO_VACUUM_INCREMENTAL = 2
-
-
-def _pragma(conn: apsw.Connection, name: str) -> int:
-    return int(conn.execute(f"PRAGMA {name}").fetchall()[0][0])  # type: ignore[arg-type]
-
-
-def _auto_vacuum(conn: apsw.Connection) -> int:
-    """The file's auto-vacuum mode. Outside a transaction the pragma answers what the
-    connection last read, which another process's VACUUM may have changed since."""
-    conn.execute("BEGIN")
-    try:
-        conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
-        return _pragma(conn, "auto_vacuum")
-    finally:
-        conn.execute("COMMIT")
-
-
-def _file_bytes(path: str) -> int:
-    total = 0
-    for name in (path, path + "-wal"):
-        with contextlib.suppress(OSError):
-            total += os.path.getsize(name)
-    return total
-
-
-def _incremental_when_new(conn: apsw.Connection) -> None:
-    """Switch a file that holds nothing yet to ``auto_vacuum=INCREMENTAL``, so that
-    :meth:`Database.compact` can later give pages back in short steps instead of
-    rewriting the file. The mode is fixed once a table exists, and opening in WAL
-    mode has already written the header, so a ``VACUUM`` of the empty file sets it
-    (instant). A file that holds anything is left exactly as it is."""
-    with translate_errors():
-        if conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall():
-            return
-        if _pragma(conn, "auto_vacuum") == _AUTO_VACUUM_INCREMENTAL:
-            return
-        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        conn.execute("VACUUM")
 
 
 @dataclass
@@ -456,7 +324,7 @@ def inspect_database(
     if not os.path.exists(path):
         return DatabaseReport(path=path, exists=False)
     mode = stat.S_IMODE(os.stat(path).st_mode)
-    checked = check_limit is None or _file_bytes(path) <= check_limit
+    checked = check_limit is None or file_bytes(path) <= check_limit
     # Not `connect`: no pragma may change the file. Read-write when allowed and no
     # -wal file is there, because a read-only reader of a WAL database leaves -wal/-shm
     # files behind, while the last read-write connection removes them on close, leaving

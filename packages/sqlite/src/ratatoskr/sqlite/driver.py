@@ -50,6 +50,9 @@ class ConnectionOptions:
     load_vec: bool = False
     readonly: bool = False
     max_page_count: int | None = None
+    # Free bytes the filesystem keeps for deletes and token records: below it, a write
+    # that would grow the file is refused (StorageFull). 0: no reserve. See guard.py.
+    disk_reserve_bytes: int = 0
 
 
 def driver_versions() -> dict[str, str]:

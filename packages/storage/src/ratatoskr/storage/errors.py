@@ -51,7 +51,13 @@ class ForeignDatabase(StorageError):
 
 
 class StorageFull(StorageError):
-    """The disk (or a configured size limit) is full; the transaction was rolled back."""
+    """The disk (or a configured size limit, or the free space held back for deletes) is
+    full; the transaction was rolled back."""
+
+    # The Bifrost wire error this is (``bifrost.insufficient_storage``, 507), named by
+    # its code so that storage does not import the wire library: its ``render_error``
+    # honours it.
+    bifrost_code = "insufficient_storage"
 
 
 class StorageReadOnly(StorageError):
