@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -47,10 +47,14 @@ from ratatoskr.postgres.migrations import (
 from ratatoskr.postgres.vector import register_vector_dumper
 from ratatoskr.storage.errors import StorageUnavailable
 
+if TYPE_CHECKING:
+    from ratatoskr.postgres.replica import ReadReplica
+
 __all__ = [
     "ADAPTERS",
     "Pool",
     "PoolOptions",
+    "PoolRunner",
     "PostgresDatabase",
     "TxMode",
     "on_table",
@@ -157,49 +161,19 @@ def on_table(table: sql.Composable, text: LiteralString) -> sql.Composed:
     return sql.SQL(text).format(t=table)
 
 
-class PostgresDatabase:
-    """One plane's schema on a server, reached through a pool.
+class PoolRunner:
+    """Transactions on one pool (see the module docstring): the primary's, under a
+    plane's :class:`PostgresDatabase`, or a read replica's."""
 
-    Opening applies the plane's missing migrations (under the advisory lock) and
-    checks the fixed settings. Raises ValueError for a bad schema name;
-    StorageUnavailable, ForeignDatabase, SchemaTooNew, SchemaMismatch.
-    """
-
-    def __init__(
-        self,
-        pool: Pool,
-        *,
-        schema: str,
-        plane: str,
-        migrations: Sequence[Migration],
-        meta: Mapping[str, MetaSetting] | None = None,
-        owns_pool: bool = False,
-    ) -> None:
-        self.schema = check_schema_name(schema)
-        self.plane = plane
+    def __init__(self, pool: Pool, *, owns_pool: bool = False) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         self._closed = False
         self._close_lock = threading.Lock()
-        wanted = dict(meta or {})
-
-        def probe(cur: Cursor[Any]) -> bool:
-            return needs_migration(cur, self.schema, plane, migrations, wanted)
-
-        # Most opens find the schema complete: a read-only look, no lock, no DDL.
-        if self.run(probe, mode="snapshot"):
-            self.run(
-                lambda cur: apply_migrations(cur, self.schema, plane, migrations, wanted),
-                mode="write",
-            )
 
     @property
     def pool(self) -> Pool:
         return self._pool
-
-    def table(self, name: str) -> sql.Composed:
-        """``"schema"."name"`` for composing SQL."""
-        return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
 
     def run(self, work: Callable[[Cursor[Any]], T], *, mode: TxMode = "autocommit") -> T:
         """``work(cursor)`` in a transaction of ``mode`` and its commit.
@@ -271,7 +245,7 @@ class PostgresDatabase:
         return result
 
     def close(self) -> None:
-        """Close the pool if this database opened it; idempotent. Later calls raise
+        """Close the pool if this runner opened it; idempotent. Later calls raise
         StorageUnavailable."""
         with self._close_lock:
             if self._closed:
@@ -279,6 +253,71 @@ class PostgresDatabase:
             self._closed = True
         if self._owns_pool:
             self._pool.close()
+
+
+class PostgresDatabase(PoolRunner):
+    """One plane's schema on a server, reached through a pool, and optionally a read
+    replica that serves the plane's reads (:meth:`read`, :mod:`ratatoskr.postgres.replica`).
+
+    Opening applies the plane's missing migrations (under the advisory lock) and
+    checks the fixed settings. Raises ValueError for a bad schema name;
+    StorageUnavailable, ForeignDatabase, SchemaTooNew, SchemaMismatch.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        schema: str,
+        plane: str,
+        migrations: Sequence[Migration],
+        meta: Mapping[str, MetaSetting] | None = None,
+        owns_pool: bool = False,
+    ) -> None:
+        super().__init__(pool, owns_pool=owns_pool)
+        self.schema = check_schema_name(schema)
+        self.plane = plane
+        self._replica: ReadReplica | None = None
+        wanted = dict(meta or {})
+
+        def probe(cur: Cursor[Any]) -> bool:
+            return needs_migration(cur, self.schema, plane, migrations, wanted)
+
+        # Most opens find the schema complete: a read-only look, no lock, no DDL.
+        if self.run(probe, mode="snapshot"):
+            self.run(
+                lambda cur: apply_migrations(cur, self.schema, plane, migrations, wanted),
+                mode="write",
+            )
+
+    def table(self, name: str) -> sql.Composed:
+        """``"schema"."name"`` for composing SQL."""
+        return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
+
+    @property
+    def replica(self) -> ReadReplica | None:
+        return self._replica
+
+    def use_replica(self, replica: ReadReplica) -> None:
+        """Serve :meth:`read` from ``replica`` from now on; closing this database closes it."""
+        self._replica = replica
+
+    def read(self, work: Callable[[Cursor[Any]], T], *, mode: TxMode = "autocommit") -> T:
+        """``work(cursor)``, a read, as :meth:`run` — on the read replica when there is
+        one and it has replayed every write acknowledged before this call began
+        (else, or when it cannot be reached, on the primary). Only for reads that
+        guard no write: a write's checks read in its own transaction."""
+        replica = self._replica
+        if replica is None:
+            return self.run(work, mode=mode)
+        return replica.read(self, work, mode)
+
+    def close(self) -> None:
+        """Close the pool (and the replica's) if this database opened it; idempotent.
+        Later calls raise StorageUnavailable."""
+        if self._replica is not None:
+            self._replica.close()
+        super().close()
 
 
 def open_schema(
