@@ -27,6 +27,7 @@ __all__ = [
     "PayloadTooLarge",
     "RevisionMismatch",
     "Unauthenticated",
+    "Unavailable",
     "UnknownVerb",
     "UnsupportedVerb",
     "UnsupportedWireVersion",
@@ -175,6 +176,13 @@ class InsufficientStorage(BifrostError, code="insufficient_storage", status=507)
     space returns."""
 
 
+class Unavailable(BifrostError, code="unavailable", status=503):
+    """The consumer's storage cannot be reached right now (a database server gone, a
+    failover under way, no free connection in time): a write answered so may or may
+    not have committed, and the same call retried with the same idempotency key
+    applies it once or replays it."""
+
+
 class Internal(BifrostError, code="internal", status=500):
     """Anything else; its message is generic."""
 
@@ -183,9 +191,9 @@ def _declared(exc: BaseException) -> BifrostError | None:
     """The wire error an exception of a library below the planes says it is: its class
     names a code suffix in ``bifrost_code`` (ratatoskr's ``StorageFull`` names
     ``insufficient_storage``) and keeps its message content-free. Only the server
-    conditions a store can meet are honoured (507), never a client error."""
+    conditions a store can meet are honoured (507, 503), never a client error."""
     cls = _BY_SUFFIX.get(str(getattr(type(exc), "bifrost_code", "")))
-    if cls is not InsufficientStorage:
+    if cls is not InsufficientStorage and cls is not Unavailable:
         return None
     return cls(str(exc) or "")
 

@@ -72,7 +72,10 @@ class StorageCorrupt(StorageError):
 
 class StorageUnavailable(StorageError):
     """The database cannot be reached or opened (missing directory, permissions, a
-    server gone, out of connections, a refused role) or stayed locked too long."""
+    server gone, out of connections, a refused role) or stayed locked too long.
+    On the wire: ``bifrost.unavailable`` (503), to be retried."""
+
+    bifrost_code = "unavailable"
 
 
 class StorageInconsistent(StorageError):
