@@ -187,14 +187,27 @@ def guarded_write(
     ids_of: Callable[[list[dict[str, Any]]], list[str]],
     write: str,
 ) -> Any:
-    """A batch write under the token's grant: with a grant, every record's scope and
-    the scope of every record its id already names must lie inside it (else
-    ``Forbidden``, nothing written); then ``store.<write>`` does the write (and its
-    own full validation). ``ids_of`` reads the ids of the records (raising
-    ``InvalidArguments`` for a record without a valid one)."""
+    """A batch write under the token's grant: ``store.<write>`` with the grant in
+    ``ctx``.
+
+    A store built on ``bifrost.memory.MemoryWrites`` / ``bifrost.affect.AffectWrites``
+    (``write_grant_in_transaction``) decides the grant itself, once, after validating
+    the whole batch: its records' own scopes first, then — inside the write's
+    transaction, where no other writer can come between the read and the write — the
+    scopes of the records it would replace (``Forbidden``, nothing written). Nothing
+    is read here, so a malformed batch gets the same error whether its ids exist in
+    another tenant or not.
+
+    Any other store is guarded here, before it is called: every record's scope and
+    the scope of every record its id already names must lie inside the grant. That
+    read is not in the store's transaction (a concurrent writer under another grant
+    can create the id in between), so such a store should check the grant in its
+    write itself. ``ids_of`` reads the ids of the records (raising
+    ``InvalidArguments`` for a record without a valid one).
+    """
     args = env.args
     grant = ctx.scope
-    if grant:
+    if grant and not getattr(store, "write_grant_in_transaction", False):
         records = validate_records_common(args["records"], max_batch=sys.maxsize)
         ids = ids_of(records)
         check_record_scopes(records)

@@ -8,7 +8,8 @@ How a backend uses it (``upsert_many`` / ``put_many``)::
         write = begin_write(<the backend's ledger in it>, request, ctx.actor, clock())
         if write.replayed is not None:
             return write.replayed  # same actor, key and payload: the first result
-        check_revisions(request.expected, <current revision of each of request.ids>)
+        write.check(<stored scope of each of request.ids that exists>,
+                    <current revision of each of request.ids>)  # grant, then revisions
         <the store's own SQL (or dicts) for the items of request, stamped write.now>
         return write.record()  # prunes expired entries, records this one
 
@@ -46,12 +47,13 @@ began to wait.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from bifrost.errors import IdempotencyConflict, RevisionMismatch
+from bifrost.errors import Forbidden, IdempotencyConflict, RevisionMismatch
 from bifrost.idempotency import (
     idempotency_id,
     request_digest,
@@ -60,6 +62,7 @@ from bifrost.idempotency import (
 )
 from bifrost.jsoncodec import canonical_json
 from bifrost.records import validate_expected_revisions
+from bifrost.scope import inside_grant
 
 __all__ = [
     "CONFLICT_MESSAGE",
@@ -69,11 +72,14 @@ __all__ = [
     "WriteRequest",
     "begin_write",
     "build_write_request",
+    "check_existing_grant",
+    "check_replaced",
     "check_revisions",
     "digest_of_canonical",
     "record_write",
     "replay_or_conflict",
     "replay_write",
+    "under_grant",
     "validate_idempotency",
 ]
 
@@ -90,7 +96,10 @@ class WriteRequest(Sequence[ItemT], Generic[ItemT]):
     chunk id, an affect key); ``expected`` is ``expected_revisions`` typed (ids of
     this batch → revision ≥ 0, in the order given); ``digest`` is the request
     digest of INV-002; ``result_field`` names the count in the result
-    (``upserted``, ``written``).
+    (``upserted``, ``written``). ``grant`` is the caller's scope grant (``{}``:
+    unrestricted), set by :func:`under_grant`: a record the write would replace
+    must lie inside it, decided inside the write's transaction
+    (:func:`check_existing_grant`).
     """
 
     verb: str
@@ -101,6 +110,7 @@ class WriteRequest(Sequence[ItemT], Generic[ItemT]):
     idempotency_key: str
     idempotency_class: str | None
     result_field: str
+    grant: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ttl(self) -> int:
@@ -251,6 +261,69 @@ def check_revisions(expected: Mapping[str, int], current: Mapping[str, int]) -> 
             raise RevisionMismatch(rid, wanted, actual)
 
 
+class Scoped(Protocol):
+    """A validated item: it knows its scope."""
+
+    @property
+    def scope(self) -> Mapping[str, str]: ...
+
+
+ScopedT = TypeVar("ScopedT", bound=Scoped)
+
+
+def under_grant(request: WriteRequest[ScopedT], grant: Mapping[str, str]) -> WriteRequest[ScopedT]:
+    """``request`` under ``grant`` (the token's scope grant; ``{}`` = unrestricted):
+    every item's own scope must lie inside it. Called after the whole batch is
+    validated (so a malformed batch is refused the same way whatever is stored) and
+    before the transaction (it depends on no stored state); the records the write
+    would replace are checked inside it (:func:`check_existing_grant`).
+
+    Raises Forbidden for the first item outside the grant (by its batch index).
+    """
+    if not grant:
+        return request
+    for i, item in enumerate(request.items):
+        if not inside_grant(item.scope, grant):
+            raise Forbidden(f"record {i} lies outside the token's scope grant")
+    return dataclasses.replace(request, grant=dict(grant))
+
+
+def check_existing_grant(
+    request: WriteRequest[Any], scopes: Mapping[str, Mapping[str, str]]
+) -> None:
+    """The one decision on the records a write would replace, inside its transaction:
+    ``scopes`` holds the stored scope of (at least) every id of ``request`` that
+    exists and lies outside the grant, read in the transaction that then writes —
+    so two writers under different grants never both succeed on one id.
+
+    Raises Forbidden for the first such id in batch order (by its index: never the
+    id or a scope value).
+    """
+    grant = request.grant
+    if not grant:
+        return
+    for i, rid in enumerate(request.ids):
+        scope = scopes.get(rid)
+        if scope is not None and not inside_grant(scope, grant):
+            raise Forbidden(f"existing record {i} lies outside the token's scope grant")
+
+
+def check_replaced(
+    request: WriteRequest[Any],
+    scopes: Mapping[str, Mapping[str, str]],
+    revisions: Mapping[str, int],
+) -> None:
+    """The checks on what a write replaces, inside its transaction, in their order:
+    the grant (:func:`check_existing_grant` on the stored ``scopes``), then
+    optimistic locking (:func:`check_revisions` on the current ``revisions``) — a
+    record outside the grant is refused before its revision could be told.
+
+    Raises Forbidden, RevisionMismatch.
+    """
+    check_existing_grant(request, scopes)
+    check_revisions(request.expected, revisions)
+
+
 def replay_write(
     ledger: Ledger, request: WriteRequest[Any], actor: str, now: float
 ) -> dict[str, Any] | None:
@@ -291,6 +364,16 @@ class OpenWrite:
     actor: str
     now: float
     replayed: dict[str, Any] | None
+
+    def check(self, scopes: Mapping[str, Mapping[str, str]], revisions: Mapping[str, int]) -> None:
+        """The checks on what the write replaces, in their order: the grant
+        (:func:`check_existing_grant` on the stored ``scopes``), then optimistic
+        locking (:func:`check_revisions` on the current ``revisions``) — a record
+        outside the grant is refused before its revision could be told.
+
+        Raises Forbidden, RevisionMismatch.
+        """
+        check_replaced(self.request, scopes, revisions)
 
     def record(self) -> dict[str, Any]:
         """:func:`record_write` of this write: prune, record, return the result."""

@@ -47,7 +47,7 @@ from bifrost.affect.validation import (
 )
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import WriteRequest, begin_write, check_revisions
+from bifrost.writes import WriteRequest, begin_write
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
@@ -70,6 +70,13 @@ def _scope_json(scope: dict[str, str]) -> str:
     # codec writes for the sorted scope, made by orjson (with the standard library it
     # was a third of a write's CPU).
     return canonical_record(scope)[0].decode("utf-8")
+
+
+def _parse_scopes(texts: dict[str, str]) -> dict[str, dict[str, str]]:
+    """``key → scope`` from ``key → scope_json`` (keys share few scopes: each distinct
+    text is parsed once)."""
+    parsed: dict[str, dict[str, str]] = {text: codec.loads(text) for text in set(texts.values())}
+    return {key: parsed[text] for key, text in texts.items()}
 
 
 class SqliteAffectStore(AffectWrites, AffectReads):
@@ -112,7 +119,10 @@ class SqliteAffectStore(AffectWrites, AffectReads):
             if write.replayed is not None:
                 return write.replayed
             heads = self._heads(conn, request.ids)
-            check_revisions(request.expected, {key: head[1] for key, head in heads.items()})
+            write.check(
+                _parse_scopes({key: head[2] for key, head in heads.items()}),
+                {key: head[1] for key, head in heads.items()},
+            )
             if request:
                 self._write(conn, request, heads, rfc3339(write.now))
             return write.record()

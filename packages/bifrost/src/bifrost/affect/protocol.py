@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import copy
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bifrost.affect.validation import (
     HistoryQuery,
@@ -18,7 +18,7 @@ from bifrost.affect.validation import (
 )
 from bifrost.context import DispatchContext
 from bifrost.records import distinct_ids
-from bifrost.writes import WriteRequest
+from bifrost.writes import WriteRequest, under_grant
 
 __all__ = [
     "AFFECT_CAPABILITIES",
@@ -107,6 +107,8 @@ class AffectWrites(abc.ABC):
     """
 
     max_batch: int
+    write_grant_in_transaction: ClassVar[bool] = True
+    """The store decides the grant itself (see :func:`bifrost.dispatch.guarded_write`)."""
 
     def put_many(
         self,
@@ -124,12 +126,15 @@ class AffectWrites(abc.ABC):
         payload), RevisionMismatch (the first failing key of ``expected_revisions``,
         in its order); on any error nothing is written.
         """
-        request = validate_put(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            max_batch=self.max_batch,
+        request = under_grant(
+            validate_put(
+                records,
+                expected_revisions,
+                idempotency_key,
+                idempotency_class,
+                max_batch=self.max_batch,
+            ),
+            ctx.scope,
         )
         return self.perform_put(request, ctx.actor)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bifrost.context import DispatchContext
 from bifrost.memory.capabilities import StoreCapabilities
@@ -18,7 +18,7 @@ from bifrost.memory.validation import (
     validate_upsert,
 )
 from bifrost.records import distinct_ids
-from bifrost.writes import WriteRequest
+from bifrost.writes import WriteRequest, under_grant
 
 __all__ = ["MemoryDataStore", "MemoryReads", "MemoryWrites", "ScopeLookup", "memory_health"]
 
@@ -105,6 +105,8 @@ class MemoryWrites(abc.ABC):
 
     embedding_dim: int
     max_batch: int
+    write_grant_in_transaction: ClassVar[bool] = True
+    """The store decides the grant itself (see :func:`bifrost.dispatch.guarded_write`)."""
 
     def upsert_many(
         self,
@@ -122,13 +124,16 @@ class MemoryWrites(abc.ABC):
         failing id of ``expected_revisions``, in its order); on any error nothing is
         written.
         """
-        request = validate_upsert(
-            records,
-            expected_revisions,
-            idempotency_key,
-            idempotency_class,
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
+        request = under_grant(
+            validate_upsert(
+                records,
+                expected_revisions,
+                idempotency_key,
+                idempotency_class,
+                embedding_dim=self.embedding_dim,
+                max_batch=self.max_batch,
+            ),
+            ctx.scope,
         )
         return self.perform_upsert(request, ctx.actor)
 

@@ -41,7 +41,7 @@ from bifrost.memory.validation import (
     ValidatedChunk,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import WriteRequest, begin_write, check_revisions
+from bifrost.writes import WriteRequest, begin_write
 from ratatoskr.memory import changes
 from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
@@ -137,8 +137,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())
             if write.replayed is not None:
                 return write.replayed
-            current = self._revisions(conn, request.ids)
-            check_revisions(request.expected, current)
+            current, scopes = self._heads(conn, request.ids)
+            write.check(scopes, current)
             seq_before = changes.seq(conn)
             seq = seq_before + 1 if request else seq_before
             if request:
@@ -327,6 +327,30 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             ):
                 out[str(chunk_id)] = int(revision)
         return out
+
+    @staticmethod
+    def _heads(
+        conn: apsw.Connection, ids: Sequence[str]
+    ) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
+        """The revision and the stored scope of each of ``ids`` that exists, in one read
+        per part (a write reads them in its transaction: the grant and revision checks)."""
+        revisions: dict[str, int] = {}
+        scopes: dict[str, dict[str, str]] = {}
+        parsed: dict[str, dict[str, str]] = {}
+        for part in _chunks(ids):
+            for chunk_id, revision, scope_json in conn.execute(
+                "SELECT chunk_id, revision, scope_json FROM memory_chunks"
+                f" WHERE chunk_id IN ({_placeholders(len(part))})",
+                tuple(part),
+            ):
+                cid, text = str(chunk_id), str(scope_json)
+                revisions[cid] = int(revision)
+                # Chunks share few distinct scopes: each is parsed once.
+                scope = parsed.get(text)
+                if scope is None:
+                    scope = parsed[text] = codec.loads(text)
+                scopes[cid] = scope
+        return revisions, scopes
 
     @staticmethod
     def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:

@@ -16,24 +16,70 @@ transaction created or changed after this one began is seen there, so of eight
 writers creating one id with expected revision 0 exactly one succeeds, without a
 ``SELECT … FOR UPDATE`` round trip first. On a mismatch the statements are
 rolled back with the rest: nothing is written.
+
+The grant is decided the same way, in the same statement: its ``DO UPDATE`` takes
+``WHERE`` :func:`grant_predicate` (the conflicting row lies inside the caller's
+grant), so a row of another tenant — committed before, or by a writer this one
+waited for — is locked but neither changed nor returned. The store then reads
+the scopes of the ids it did not get back (still locked) and bifrost's
+``check_replaced`` refuses the write (``Forbidden``; everything rolled back).
+Two writers under different grants creating one id: one inserts, the other
+waits for it, finds the row outside its grant and is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from psycopg import Cursor
+from psycopg import Cursor, sql
 
-from bifrost.writes import WriteRequest, check_revisions, record_write, replay_write
+from bifrost.writes import WriteRequest, check_replaced, record_write, replay_write
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.ledger import PostgresLedger
+from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_columns
+from ratatoskr.storage.errors import StorageCorrupt
 
-__all__ = ["Perform", "revisions_before", "run_write"]
+__all__ = [
+    "Perform",
+    "Replaced",
+    "grant_params",
+    "grant_predicate",
+    "revisions_before",
+    "run_write",
+]
+
+
+class Replaced(NamedTuple):
+    """What a store's statements report: the revision each written id had before
+    them (a new one: 0), and the stored scope of each id they did not write (a row
+    outside the grant, see the module docstring)."""
+
+    revisions: Mapping[str, int]
+    refused: Mapping[str, Mapping[str, str]]
+
 
 # The store's statements for a non-empty request, given the cursor and the
-# transaction's ``now``: the revision each id had before them (absent = 0).
-Perform = Callable[[Cursor[Any], float], Mapping[str, int]]
+# transaction's ``now``.
+Perform = Callable[[Cursor[Any], float], Replaced]
+
+
+def grant_predicate(alias: str) -> sql.Composed:
+    """``WHERE`` of an upsert's ``DO UPDATE``: the conflicting row (``alias``) carries
+    every axis of the grant with an equal value (bifrost's ``inside_grant``). One
+    parameter per lattice axis (:func:`grant_params`): NULL, an axis the grant does
+    not name, holds for every row; so the text is the same for every grant."""
+    return sql.SQL(" AND ").join(
+        sql.SQL("{c} IS NOT DISTINCT FROM coalesce(%s::text, {c})").format(
+            c=sql.Identifier(alias, column)
+        )
+        for column in AXIS_COLUMNS.values()
+    )
+
+
+def grant_params(grant: Mapping[str, str]) -> tuple[str | None, ...]:
+    """The parameters of :func:`grant_predicate` for ``grant``."""
+    return scope_columns(grant)
 
 
 def run_write(
@@ -48,8 +94,8 @@ def run_write(
     """Perform ``request`` for ``actor`` exactly once (see the module docstring); its
     result, or the first call's result marked ``replayed``.
 
-    Raises IdempotencyConflict, RevisionMismatch (nothing written on either), what
-    ``perform`` raises, StorageError subclasses.
+    Raises IdempotencyConflict, Forbidden, RevisionMismatch (nothing written on any),
+    what ``perform`` raises, StorageError subclasses.
     """
 
     def transaction(cur: Cursor[Any]) -> dict[str, Any]:
@@ -59,7 +105,11 @@ def run_write(
         if replayed is not None:
             return replayed
         if request.items:
-            check_revisions(request.expected, perform(cur, now))
+            replaced = perform(cur, now)
+            check_replaced(request, replaced.refused, replaced.revisions)
+            if len(replaced.revisions) != len(request.ids):
+                # A row the grant predicate refused although bifrost's rule accepts it.
+                raise StorageCorrupt("a write left records of its batch unwritten")
         return record_write(entries, request, actor, now)
 
     return db.run(transaction, mode="write")

@@ -44,10 +44,11 @@ from ratatoskr.postgres.scope import (
     filter_params,
     filter_shape,
     scope_columns,
+    scope_from_columns,
 )
 from ratatoskr.postgres.store import SchemaStore
 from ratatoskr.postgres.text import from_db, to_db
-from ratatoskr.postgres.writes import revisions_before
+from ratatoskr.postgres.writes import Replaced, grant_params, grant_predicate, revisions_before
 
 __all__ = ["PostgresAffectStore", "open_postgres_affect_store", "rfc3339"]
 
@@ -103,13 +104,17 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
             " WITH ORDINALITY AS u(k, e, g, n, a, r, o) ORDER BY u.o"
             " ON CONFLICT (key) DO UPDATE SET {sets}, revision = c.revision + 1,"
             " record_json = EXCLUDED.record_json, recorded_at = EXCLUDED.recorded_at"
-            " RETURNING key, revision"
+            " WHERE {inside} RETURNING key, revision"
         ).format(
             t=cur_t,
             axes=axes,
             sets=sql.SQL(", ").join(
                 sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
             ),
+            inside=grant_predicate("c"),
+        )
+        self._scopes_sql = sql.SQL("SELECT key, {axes} FROM {t} WHERE key = ANY(%b)").format(
+            t=cur_t, axes=axes
         )
         self._history_sql = on_table(
             hist_t,
@@ -150,8 +155,8 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         """``put_many`` after bifrost's validation (``AffectWrites``): the next revision of
         every record's key, atomically and idempotently.
 
-        Raises IdempotencyConflict, RevisionMismatch (nothing written on either),
-        StorageError subclasses.
+        Raises IdempotencyConflict, Forbidden, RevisionMismatch (nothing written on
+        any), StorageError subclasses.
         """
         # Rows in stored-key order: the order the statement writes and locks them in.
         ordered = sorted(request.items, key=lambda it: to_db(it.key))
@@ -159,14 +164,22 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         bodies = [canonical_json(it.record).decode("utf-8") for it in ordered]
         scopes = [scope_columns(it.scope) for it in ordered]
         columns = [[s[a] for s in scopes] for a in range(len(_AXES))]
+        grant = grant_params(request.grant)
 
-        def perform(cur: Cursor[Any], now: float) -> dict[str, int]:
+        def perform(cur: Cursor[Any], now: float) -> Replaced:
             stamp = rfc3339(now)
-            cur.execute(self._upsert_sql, (stamp, keys, *columns, bodies))
+            cur.execute(self._upsert_sql, (stamp, keys, *columns, bodies, *grant))
             written = cur.fetchall()
             revisions = {str(k): int(rev) for k, rev in written}
+            refused = [k for k in keys if k not in revisions]
+            if refused:
+                # Rows outside the grant (locked by the statement): the write is refused
+                # and rolled back, so no history row is appended.
+                rows = cur.execute(self._scopes_sql, (refused,), binary=True).fetchall()
+                scopes = {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
+                return Replaced(revisions_before(written, from_db), scopes)
             cur.execute(self._history_sql, (stamp, keys, [revisions[k] for k in keys], bodies))
-            return revisions_before(written, from_db)
+            return Replaced(revisions_before(written, from_db), {})
 
         return self._write(request, actor, perform)
 
@@ -202,7 +215,9 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         # Revisions are >= 1, so "before" a huge revision means "from the newest".
         before = q.before_revision if q.before_revision is not None else 2**62
         params = (to_db(q.key), before, q.limit + 1)
-        rows = self._db.run(lambda cur: cur.execute(self._page_sql, params, binary=True).fetchall())
+        rows = self._db.read(
+            lambda cur: cur.execute(self._page_sql, params, binary=True).fetchall()
+        )
         items = [_view(rj, rev, at) for rev, rj, at in rows[: q.limit]]
         more = len(rows) > q.limit
         return {"items": items, "next_before_revision": items[-1]["revision"] if more else None}
@@ -217,7 +232,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         # "" sorts before every key (keys are non-empty): "from the start".
         after = "" if q.after_key is None else to_db(q.after_key)
         statement, params = self._list_sql(conjs, after, q.limit + 1)
-        rows = self._db.run(lambda cur: cur.execute(statement, params, binary=True).fetchall())
+        rows = self._db.read(lambda cur: cur.execute(statement, params, binary=True).fetchall())
         page = rows[: q.limit]
         items = [_view(rj, rev, at) for _key, rj, rev, at in page]
         more = len(rows) > q.limit
@@ -260,7 +275,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
 
     def _fetch(self, keys: Sequence[str]) -> _Records:
         stored = [to_db(k) for k in keys]
-        rows = self._db.run(
+        rows = self._db.read(
             lambda cur: cur.execute(self._fetch_sql, (stored,), binary=True).fetchall()
         )
         return {from_db(str(k)): _view(rj, rev, at) for k, rj, rev, at in rows}

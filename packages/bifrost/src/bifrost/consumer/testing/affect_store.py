@@ -27,7 +27,7 @@ from bifrost.affect.validation import (
 )
 from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
-from bifrost.writes import WriteRequest, begin_write, check_revisions
+from bifrost.writes import WriteRequest, begin_write
 
 __all__ = ["InMemoryAffectStore", "rfc3339"]
 
@@ -80,8 +80,9 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
             write = begin_write(self._ledger, request, actor, self._clock())
             if write.replayed is not None:
                 return write.replayed
-            current = {k: self._keys[k][-1].revision for k in request.ids if k in self._keys}
-            check_revisions(request.expected, current)
+            heads = {k: self._keys[k][-1] for k in request.ids if k in self._keys}
+            current = {k: head.revision for k, head in heads.items()}
+            write.check({k: head.scope for k, head in heads.items()}, current)
             stamp = rfc3339(write.now)
             for it in request:
                 revision = current.get(it.key, 0) + 1

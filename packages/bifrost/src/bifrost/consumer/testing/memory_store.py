@@ -21,7 +21,7 @@ from bifrost.memory.validation import (
     unit_vector,
 )
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
-from bifrost.writes import WriteRequest, begin_write, check_revisions
+from bifrost.writes import WriteRequest, begin_write
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -73,10 +73,9 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
             write = begin_write(self._ledger, request, actor, self._clock())
             if write.replayed is not None:
                 return write.replayed
-            current = {
-                cid: self._chunks[cid].revision for cid in request.ids if cid in self._chunks
-            }
-            check_revisions(request.expected, current)
+            held = {cid: self._chunks[cid] for cid in request.ids if cid in self._chunks}
+            current = {cid: c.revision for cid, c in held.items()}
+            write.check({cid: c.scope for cid, c in held.items()}, current)
             for c in request:
                 revision = current.get(c.id, 0) + 1
                 self._chunks[c.id] = _Chunk(c.record, c.scope, unit_vector(c.embedding), revision)

@@ -76,7 +76,7 @@ from ratatoskr.postgres.scope import (
 from ratatoskr.postgres.store import SchemaStore
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import Vector, VectorRows
-from ratatoskr.postgres.writes import revisions_before
+from ratatoskr.postgres.writes import Replaced, grant_params, grant_predicate, revisions_before
 
 __all__ = ["PostgresMemoryStore", "open_postgres_memory_store"]
 
@@ -152,7 +152,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
                 " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
                 " embedding_f64 = EXCLUDED.embedding_f64, embedding = EXCLUDED.embedding,"
                 " updated_at = EXCLUDED.updated_at"
-                " RETURNING chunk_id, revision"
+                " WHERE {inside} RETURNING chunk_id, revision"
             )
             .format(
                 t=t,
@@ -162,6 +162,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
                 sets=sql.SQL(", ").join(
                     sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
                 ),
+                inside=grant_predicate("c"),
             )
             .as_bytes(None)
         )
@@ -201,15 +202,24 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         """``upsert_many`` after bifrost's validation (``MemoryWrites``): the chunks
         verbatim with their unit vectors, atomically and idempotently.
 
-        Raises IdempotencyConflict, RevisionMismatch (nothing written on either),
-        StorageError subclasses.
+        Raises IdempotencyConflict, Forbidden, RevisionMismatch (nothing written on
+        any), StorageError subclasses.
         """
         # Everything but the SQL happens before the transaction: it holds row locks.
         vectors, columns = self._columns(request)
+        grant = grant_params(request.grant)
 
-        def perform(cur: Cursor[Any], now: float) -> dict[str, int]:
-            cur.execute(self._upsert_sql, (vectors, now, *columns))
-            return revisions_before(cur.fetchall(), from_db)
+        def perform(cur: Cursor[Any], now: float) -> Replaced:
+            cur.execute(self._upsert_sql, (vectors, now, *columns, *grant))
+            revisions = revisions_before(cur.fetchall(), from_db)
+            refused = [i for i in columns[0] if from_db(i) not in revisions]
+            if not refused:
+                return Replaced(revisions, {})
+            # Rows outside the grant: locked by the statement, so their scopes stay.
+            rows = cur.execute(self._scopes_sql, (refused,), binary=True).fetchall()
+            return Replaced(
+                revisions, {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
+            )
 
         return self._write(request, actor, perform)
 
@@ -274,7 +284,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         limit = query.top_k + _EXTRA_CANDIDATES
         while True:
             params = (*self._top_params(conjs, probe, limit), query.top_k - 1, self._margin)
-            fetched = self._db.run(
+            fetched = self._db.read(
                 lambda cur, params=params: cur.execute(statement, params, binary=True).fetchall()  # type: ignore[misc]
             )
             if len(fetched) < limit:
@@ -363,7 +373,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
 
     def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         keys = [to_db(i) for i in ids]
-        rows = self._db.run(
+        rows = self._db.read(
             lambda cur: cur.execute(self._fetch_sql, (keys,), binary=True).fetchall()
         )
         return {

@@ -34,6 +34,7 @@ from bifrost.consumer.testing.conformance._helpers import (
     rejects,
     run_concurrently,
 )
+from bifrost.consumer.testing.conformance.grants import AffectGrantTests
 from bifrost.consumer.testing.conformance.parity import run_parity
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
@@ -66,8 +67,8 @@ def env(verb: str, args: dict[str, Any] | None = None, **extra: Any) -> dict[str
     return {**out, **extra}
 
 
-class AffectStoreConformance:
-    """Every rule of affect-plane.md, against ``store``."""
+class AffectStoreConformance(AffectGrantTests):
+    """Every rule of affect-plane.md, and the write grant, against ``store``."""
 
     @pytest.fixture
     def make_store(self) -> AffectStoreFactory:

@@ -23,6 +23,7 @@ must drive the idempotency TTL. The kit's ``store`` fixture is
 
 from __future__ import annotations
 
+from bifrost.consumer.testing.conformance.grants import MemoryGrantTests
 from bifrost.consumer.testing.conformance.memory_read import MemoryReadTests
 from bifrost.consumer.testing.conformance.memory_search import MemorySearchTests
 from bifrost.consumer.testing.conformance.memory_upsert import MemoryUpsertTests
@@ -30,5 +31,7 @@ from bifrost.consumer.testing.conformance.memory_upsert import MemoryUpsertTests
 __all__ = ["MemoryStoreConformance"]
 
 
-class MemoryStoreConformance(MemoryUpsertTests, MemorySearchTests, MemoryReadTests):
-    """Every seed TESTS entry and every rule of memory-plane.md."""
+class MemoryStoreConformance(
+    MemoryUpsertTests, MemorySearchTests, MemoryReadTests, MemoryGrantTests
+):
+    """Every seed TESTS entry and every rule of memory-plane.md, and the write grant."""
