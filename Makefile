@@ -31,8 +31,10 @@ lint: bootstrap
 type: bootstrap
 	$(BIN)/tox run -e type
 
+# The inner loop: every test not marked slow (crash loops, servers, multi-process), over
+# every core.
 unit: bootstrap
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -n auto --dist worksteal -q -m "not slow and not soak"
 
 run: bootstrap
 	$(BIN)/ratatoskr serve --dev
