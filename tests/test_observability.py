@@ -7,6 +7,8 @@ both workers are summed. JSON logs are parsed line by line.
 from __future__ import annotations
 
 import json
+import logging
+import logging.config
 import tempfile
 import time
 from pathlib import Path
@@ -15,8 +17,12 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
 
-from bifrost.client import build_envelope, mint_token
+from bifrost.client import BifrostClient, build_envelope, mint_token
+from ratatoskr.provider.app import build_provider_app
+from ratatoskr.provider.observe import CALL_FIELDS, log_config
+from ratatoskr.provider.settings import Settings
 
 from .conftest import KEY, Server, start_server
 
@@ -194,3 +200,44 @@ def test_json_logs_one_line_per_request(tmp_path: Path) -> None:
     # nothing but JSON on the stream once the server has started
     other = [line for line in server.output if not line.startswith("{") and line.strip()]
     assert all(line.startswith("ratatoskr:") for line in other), other
+
+
+def test_access_lines_only_at_debug_whatever_the_workers() -> None:
+    """uvicorn's ``access_log=False`` does not reach spawned workers (each applies the
+    logging dict itself), so the dict keeps ``uvicorn.access`` quiet below debug."""
+    access = logging.getLogger("uvicorn.access")
+    try:
+        for level, fmt in (("info", "json"), ("info", "text"), ("warning", "json")):
+            logging.config.dictConfig(log_config(level, fmt))
+            assert not access.isEnabledFor(logging.INFO), (level, fmt)
+        logging.config.dictConfig(log_config("debug", "json"))
+        assert access.isEnabledFor(logging.INFO)
+    finally:
+        access.setLevel(logging.NOTSET)
+
+
+def test_one_duration_per_call_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The message's ``duration_ms=`` and the ``duration_ms`` field of one call line are
+    the same figure (computed once, by the middleware)."""
+    settings = Settings(
+        memory_db=str(tmp_path / "memory.db"),
+        affect_db=str(tmp_path / "affect.db"),
+        vmp_db=str(tmp_path / "vmp.db"),
+        memory_embedding_dim=DIM,
+        heimdall_key=KEY,
+        allowed_hosts="testserver",
+    )
+    vector = [1.0] + [0.0] * (DIM - 1)
+    record: dict[str, Any] = {"id": "r1", "embedding": vector, "scope": {}}
+    with caplog.at_level(logging.INFO), TestClient(build_provider_app(settings)) as http:
+        client = BifrostClient(
+            "http://testserver/memory", KEY.encode(), actor="a", plane="memory", http_client=http
+        )
+        for i in range(20):
+            client.upsert_many([dict(record, pad="x" * 20000 * i)])
+            client.search(vector, top_k=1)
+    lines = [r for r in caplog.records if isinstance(getattr(r, CALL_FIELDS, None), dict)]
+    assert len(lines) == 40
+    for line in lines:
+        fields = getattr(line, CALL_FIELDS)
+        assert f"duration_ms={fields['duration_ms']:.1f}" in line.getMessage()

@@ -34,7 +34,7 @@ def test_compact_gives_deleted_space_back(tmp_path: Path, env: dict[str, str]) -
     before = _size(path)
     result = run(["compact", "--plane", "memory"], env, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("memory: ")
+    assert result.stdout.startswith("ratatoskr: memory: ")
     assert _size(path) < 0.6 * before
     store = open_memory_store(path, embedding_dim=8)
     assert store.count() == 840

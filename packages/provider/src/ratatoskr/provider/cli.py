@@ -24,7 +24,11 @@ from pydantic import ValidationError
 import bifrost
 from bifrost.client import mint_token
 from bifrost.envelope import WIRE_VERSION
-from ratatoskr.provider.devmode import dev_settings
+from bifrost.errors import InvalidArguments
+from bifrost.names import one_of, safe_name
+from bifrost.planes import plane_spec
+from bifrost.scope import validate_record_scope
+from ratatoskr.provider.devmode import DEV_HOST, dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.operate import (
     OperationFailed,
@@ -33,15 +37,18 @@ from ratatoskr.provider.operate import (
     run_restore,
     run_stats,
 )
-from ratatoskr.provider.registry import PLANE_TABLE
+from ratatoskr.provider.registry import PLANE_TABLE, entry
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
     PLANES,
     ConfigError,
     Plane,
     Settings,
+    is_dsn,
+    redact_dsn,
     unknown_variables,
 )
+from ratatoskr.sqlite import MEMORY_PATH
 
 __all__ = ["EXIT_CONFIG", "bind_socket", "load_settings", "main", "parser"]
 
@@ -49,9 +56,11 @@ EXIT_CONFIG = 2
 EXIT_FAILED = 1
 
 
-def load_settings(dev: bool, **overrides: Any) -> Settings:
+def load_settings(dev: bool, flags: dict[str, str] | None = None, **overrides: Any) -> Settings:
     """Settings from the environment (and ``--dev`` defaults); one-line errors. A
-    ``RATATOSKR_*`` variable that is no setting is refused too."""
+    ``RATATOSKR_*`` variable that is no setting is refused too. ``flags`` maps an
+    overridden field to the flag that set it (``{"port": "--port"}``): an error in
+    that value blames the flag, not the variable."""
     unknown = unknown_variables(dict(os.environ))
     if unknown:
         raise ConfigError(unknown[0])
@@ -59,8 +68,13 @@ def load_settings(dev: bool, **overrides: Any) -> Settings:
         return dev_settings(**overrides) if dev else Settings(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = "_".join(str(p) for p in first["loc"]).upper() or "settings"
-        raise ConfigError(f"RATATOSKR_{name}: {first['msg']}") from None
+        field = "_".join(str(p) for p in first["loc"])
+        # A model-level check has no field and names the variables in its own words.
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if not field:
+            raise ConfigError(message) from None
+        named = (flags or {}).get(field, f"RATATOSKR_{field.upper()}")
+        raise ConfigError(f"{named}: {message}") from None
 
 
 # The planes whose calls carry a Heimdall token `ratatoskr token` can mint.
@@ -75,15 +89,22 @@ def _planes(choice: str) -> tuple[Plane, ...]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
-    if args.host is not None:
-        overrides["host"] = args.host
-    if args.port is not None:
-        overrides["port"] = args.port
-    if args.workers is not None:
-        overrides["workers"] = args.workers
-    settings = load_settings(args.dev, **overrides)
+    flags: dict[str, str] = {}
+    for name in ("host", "port", "workers"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+            flags[name] = f"--{name}"
+    settings = load_settings(args.dev, flags, **overrides)
+    asked, host = ("--host", args.host) if args.host else ("RATATOSKR_HOST", _env_host())
+    if args.dev and host not in (None, DEV_HOST):
+        print(
+            f"ratatoskr: --dev serves on {DEV_HOST} only; {asked}={host} is ignored "
+            "(drop --dev, and set a key, to listen beyond this machine)",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.dev:
-        settings = settings.model_copy(update={"host": "127.0.0.1"})
+        settings = settings.model_copy(update={"host": DEV_HOST})
     planes = _planes(args.plane)
     # Database files hold what agents remember about people: owner-only by default.
     os.umask(0o077)
@@ -93,16 +114,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
     base = f"http://{host}:{port}"
     where = ", ".join(f"{p} at {base}/{p}" for p in planes) if len(planes) > 1 else base
     try:
-        return serve(settings, planes, sock, announce=lambda: _announce(args.dev, where, base))
+        data = data_line(settings, planes)
+        return serve(
+            settings, planes, sock, announce=lambda: _announce(args.dev, where, base, data)
+        )
     finally:
         sock.close()
 
 
-def _announce(dev: bool, where: str, base: str) -> None:
+def _env_host() -> str | None:
+    return os.environ.get("RATATOSKR_HOST")
+
+
+def data_line(settings: Settings, planes: tuple[Plane, ...]) -> str:
+    """Where each plane's data really is (an absolute file, or the DSN with its
+    password redacted and the schema), and the Heimdall key's file if one is used."""
+    parts = []
+    for plane in planes:
+        path = settings.db_path(plane)
+        schema = entry(plane).postgres
+        if is_dsn(path):
+            shown = redact_dsn(path) + (f" (schema {schema.schema})" if schema else "")
+        elif path == MEMORY_PATH:
+            shown = f"{MEMORY_PATH} (nothing survives a restart)"
+        else:
+            shown = os.path.abspath(path)
+        parts.append(f"{plane} in {shown}")
+    line = "ratatoskr: data: " + ", ".join(parts)
+    if settings.heimdall_key_file is not None and any(entry(p).takes_tokens for p in planes):
+        line += f"; Heimdall key in {os.path.abspath(settings.heimdall_key_file)}"
+    return line
+
+
+def _announce(dev: bool, where: str, base: str, data: str) -> None:
     print(f"ratatoskr: serving {where}", flush=True)
+    print(data, flush=True)
     if dev:
         print(
-            "ratatoskr: development mode - key in var/dev-heimdall.key, databases in var/.\n"
+            "ratatoskr: development mode (loopback only, a generated key).\n"
             f"  mint a token:  {_command()} token --dev --plane memory --verb search "
             "--body body.json\n"
             f'  then:          curl -H "Authorization: Bearer $TOKEN" '
@@ -147,19 +196,46 @@ def version_line() -> str:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    """Mint a token, refusing first whatever the provider would refuse it for, in the
+    provider's own words (``bifrost.auth``), plus what to change."""
     settings = load_settings(args.dev)
-    try:
-        body = Path(args.body).read_bytes() if args.body != "-" else sys.stdin.buffer.read()
-    except OSError as exc:
-        raise ConfigError(f"--body: cannot read {args.body} ({exc.strerror})") from None
+    verbs = ["handshake", *plane_spec(args.plane).verbs]
+    if args.verb not in verbs:
+        raise ConfigError(f"--verb: unknown verb {safe_name(args.verb)}{one_of(args.verb, verbs)}")
+    if args.lifetime <= 0:
+        raise ConfigError("--lifetime: token lifetime is not positive (give seconds, e.g. 60)")
+    if args.lifetime > settings.token_max_lifetime_s:
+        raise ConfigError(
+            f"--lifetime: token lifetime exceeds the maximum ({args.lifetime} > "
+            f"{settings.token_max_lifetime_s}, RATATOSKR_TOKEN_MAX_LIFETIME_S)"
+        )
     try:
         scope = json.loads(args.scope)
     except json.JSONDecodeError:
         raise ConfigError("--scope: not a JSON object") from None
     if not isinstance(scope, dict):
         raise ConfigError("--scope: not a JSON object")
+    try:
+        scope = validate_record_scope(scope, "--scope")
+    except InvalidArguments as exc:
+        raise ConfigError(f"token scope grant malformed: {exc.message}") from None
+    try:
+        body = Path(args.body).read_bytes() if args.body != "-" else sys.stdin.buffer.read()
+    except OSError as exc:
+        raise ConfigError(f"--body: cannot read {args.body} ({exc.strerror})") from None
+    _same_verb(body, args.verb)
+    try:
+        key = settings.heimdall_key_bytes()
+    except ConfigError as exc:
+        if args.dev or not str(exc).startswith("no Heimdall key"):
+            raise
+        raise ConfigError(
+            "no Heimdall key: set RATATOSKR_HEIMDALL_KEY or RATATOSKR_HEIMDALL_KEY_FILE to "
+            "the provider's key, or pass --dev for the key `serve --dev` uses "
+            "(var/dev-heimdall.key)"
+        ) from None
     token = mint_token(
-        settings.heimdall_key_bytes(),
+        key,
         plane=args.plane,
         verb=args.verb,
         body=body,
@@ -167,10 +243,26 @@ def cmd_token(args: argparse.Namespace) -> int:
         scope=scope,
         issuer=settings.issuer,
         audience=settings.consumer_id,
-        lifetime_s=min(args.lifetime, settings.token_max_lifetime_s),
+        lifetime_s=args.lifetime,
     )
     print(token)
     return 0
+
+
+def _same_verb(body: bytes, verb: str) -> None:
+    """A body that is an envelope naming another verb than ``--verb`` is refused as the
+    provider would refuse the token (a body that is no envelope is the provider's to
+    refuse)."""
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        return
+    named = envelope.get("verb") if isinstance(envelope, dict) else None
+    if isinstance(named, str) and named != verb:
+        raise ConfigError(
+            f"--verb: token minted for another verb (the body's verb is {safe_name(named)}, "
+            f"--verb is {safe_name(verb)})"
+        )
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -202,24 +294,41 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return run_stats(settings, _planes(args.plane), as_json=args.json, out=sys.stdout)
 
 
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--dev", action="store_true", help=f"zero-configuration local mode (on {DEV_HOST} only)"
+    )
+    serve.add_argument("--host", help="overrides RATATOSKR_HOST (ignored with --dev)")
+    serve.add_argument("--port", type=int, help="overrides RATATOSKR_PORT (0: any free port)")
+    serve.add_argument("--workers", type=int, help="overrides RATATOSKR_WORKERS")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ratatoskr", description="Ratatoskr memory provider.")
     p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the provider (uvicorn)")
     serve.add_argument("--plane", choices=["all", *PLANES], default="all")
-    serve.add_argument("--dev", action="store_true", help="zero-configuration local mode")
-    serve.add_argument("--host", help="overrides RATATOSKR_HOST")
-    serve.add_argument("--port", type=int, help="overrides RATATOSKR_PORT (0: any free port)")
-    serve.add_argument("--workers", type=int, help="overrides RATATOSKR_WORKERS")
+    _serve_options(serve)
     serve.set_defaults(func=cmd_serve)
     token = sub.add_parser("token", help="mint a per-dispatch token for a request body")
     token.add_argument("--plane", choices=TOKEN_PLANES, required=True)
-    token.add_argument("--verb", required=True)
+    token.add_argument("--verb", required=True, help="the body's verb (e.g. search)")
     token.add_argument("--body", required=True, help="file holding the exact body ('-': stdin)")
     token.add_argument("--actor", default="dev", help="the `sub` claim")
-    token.add_argument("--scope", default="{}", help="the grant, a JSON object")
-    token.add_argument("--lifetime", type=int, default=60, help="seconds")
+    token.add_argument(
+        "--scope",
+        default="{}",
+        help="the grant, a JSON object of scope axes (end_user, group, tenant, agent_self), "
+        'e.g. \'{"tenant": "acme"}\'; the default {} restricts nothing: the token reaches '
+        "every tenant's records",
+    )
+    token.add_argument(
+        "--lifetime",
+        type=int,
+        default=60,
+        help="seconds, 1 to RATATOSKR_TOKEN_MAX_LIFETIME_S (300 by default)",
+    )
     token.add_argument("--dev", action="store_true", help="use the development key")
     token.set_defaults(func=cmd_token)
     doctor = sub.add_parser("doctor", help="check driver, extension, databases and keys")
@@ -242,9 +351,16 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="one JSON object")
     stats.add_argument("--dev", action="store_true", help="the --dev databases in var/")
     stats.set_defaults(func=cmd_stats)
-    compact = sub.add_parser("compact", help="give freed pages back (beside a running provider)")
+    compact = sub.add_parser(
+        "compact",
+        help="give freed pages back (beside a running provider)",
+        description="A SQLite plane: give its file's free pages back to the filesystem. A "
+        "PostgreSQL plane: VACUUM (ANALYZE) of its schema's tables (dead rows' space made "
+        "reusable, statistics refreshed; files are not shrunk: that is VACUUM FULL, which "
+        "locks each table).",
+    )
     compact.add_argument("--plane", choices=["all", *PLANES], default="all")
-    compact.add_argument("--full", action="store_true", help="one VACUUM instead of steps")
+    compact.add_argument("--full", action="store_true", help="SQLite: one VACUUM, not steps")
     compact.add_argument(
         "--no-vectors",
         action="store_true",
@@ -255,8 +371,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(
+    argv: Sequence[str] | None = None, *, arguments: argparse.ArgumentParser | None = None
+) -> int:
+    args = (arguments or parser()).parse_args(argv)
     try:
         return int(args.func(args))
     except ConfigError as exc:
@@ -267,11 +385,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def memory_main() -> int:
+def one_plane_parser(plane: Plane) -> argparse.ArgumentParser:
+    """``ratatoskr-<plane>-provider``: ``ratatoskr serve --plane <plane>`` under its own
+    name (its ``--help`` says so)."""
+    p = argparse.ArgumentParser(
+        prog=f"ratatoskr-{plane}-provider",
+        description=f"Serve the {plane} plane alone (ratatoskr serve --plane {plane}).",
+    )
+    p.add_argument("--version", action="version", version=version_line())
+    _serve_options(p)
+    p.set_defaults(func=cmd_serve, plane=plane)
+    return p
+
+
+def memory_main(argv: Sequence[str] | None = None) -> int:
     """``ratatoskr-memory-provider``: the memory plane alone."""
-    return main(["serve", "--plane", "memory", *sys.argv[1:]])
+    return main(argv, arguments=one_plane_parser("memory"))
 
 
-def affect_main() -> int:
+def affect_main(argv: Sequence[str] | None = None) -> int:
     """``ratatoskr-affect-provider``: the affect plane alone."""
-    return main(["serve", "--plane", "affect", *sys.argv[1:]])
+    return main(argv, arguments=one_plane_parser("affect"))

@@ -17,6 +17,7 @@ from ratatoskr.provider.registry import PLANE_TABLE
 from ratatoskr.provider.settings import Settings
 
 DEV_DIR = Path("var")
+DEV_HOST = "127.0.0.1"  # a dev server never listens beyond this machine
 DEV_KEY_FILE = DEV_DIR / "dev-heimdall.key"
 
 
@@ -33,7 +34,7 @@ def ensure_dev_key(path: Path = DEV_KEY_FILE) -> Path:
 def dev_settings(**overrides: Any) -> Settings:
     """Settings for ``--dev``: the environment's values, dev defaults for the rest."""
     base = Settings(**overrides)
-    dev: dict[str, Any] = {"host": "127.0.0.1"}
+    dev: dict[str, Any] = {"host": DEV_HOST}
     if base.heimdall_key is None and base.heimdall_key_file is None:
         dev["heimdall_key_file"] = ensure_dev_key()
     for name, plane in PLANE_TABLE.items():

@@ -53,6 +53,7 @@ def _database(settings: Settings, plane: Plane) -> list[Check]:
         return [Check(name, WARN, ":memory: - nothing survives a restart")]
     if is_dsn(path):
         return _postgres(settings, plane)
+    path = os.path.abspath(path)  # every path in the table is absolute
     problems = database_problems(settings, plane)
     if problems:
         return [Check(name, FAIL, problem) for problem in problems]
@@ -107,7 +108,8 @@ def _key(settings: Settings, key: Key) -> Check:
             return Check(name, FAIL, problem)
         if settings.heimdall_key_file is not None:
             mode = stat.S_IMODE(settings.heimdall_key_file.stat().st_mode)
-            return Check(name, OK, f"file {settings.heimdall_key_file} (mode {mode:o})")
+            shown = os.path.abspath(settings.heimdall_key_file)
+            return Check(name, OK, f"file {shown} (mode {mode:o})")
         return Check(name, OK, "from RATATOSKR_HEIMDALL_KEY")
     if problem is not None:
         return Check(name, FAIL, "unset while RATATOSKR_HOST is not loopback")

@@ -75,6 +75,9 @@ def log_config(level: str, fmt: str) -> dict[str, Any]:
         else {"format": TEXT_FORMAT}
     )
     uvicorn = {"handlers": [], "propagate": True}
+    # Access lines only at debug: uvicorn's access_log=False does not reach the workers
+    # (each applies this dict itself), so the logger's level keeps them out.
+    access = {**uvicorn, "level": "INFO" if level == "debug" else "WARNING"}
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -90,7 +93,7 @@ def log_config(level: str, fmt: str) -> dict[str, Any]:
         "loggers": {
             "uvicorn": dict(uvicorn),
             "uvicorn.error": dict(uvicorn),
-            "uvicorn.access": dict(uvicorn),
+            "uvicorn.access": access,
         },
     }
 
@@ -266,6 +269,11 @@ class ObserveMiddleware:
             fields["reason"] = reason
         line = call.line
         if line is not None:
+            # One duration per line: bifrost's own (measured inside the app) gives way
+            # to the middleware's, the one the fields and the metrics carry.
+            held = _args(line.args)
+            if isinstance(line.msg, str) and line.msg.endswith("duration_ms=%.1f") and held:
+                line.args = (*held[:-1], duration * 1000)
             if reason is not None:
                 line.msg = f"{line.msg} reason=%s"
                 line.args = (*_args(line.args), reason)

@@ -21,6 +21,7 @@ import os
 from dataclasses import asdict
 from typing import Any, TextIO
 
+from ratatoskr.provider.pgoperate import pg_compact, pg_stats
 from ratatoskr.provider.planes import db_setting
 from ratatoskr.provider.registry import PLANE_TABLE, entry
 from ratatoskr.provider.settings import (
@@ -220,7 +221,10 @@ def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, di
             report[plane] = {"path": path, "exists": False, "in_memory": True}
             continue
         if is_dsn(path):
-            report[plane] = {"path": redact_dsn(path), "exists": False, "postgresql": True}
+            try:
+                report[plane] = pg_stats(settings, plane)
+            except ConfigError as exc:
+                report[plane] = {"path": redact_dsn(path), "postgresql": True, "error": str(exc)}
             continue
         try:
             figures = _stats_dict(database_stats(path, plane=plane))
@@ -266,12 +270,15 @@ def _render(report: dict[str, dict[str, Any]]) -> str:
     for plane, e in report.items():
         if e.get("in_memory"):
             summary.append((plane, e["path"], "-", "in memory", "-", "-", "-", "-", "-"))
-        elif e.get("postgresql"):
-            summary.append((plane, e["path"], "-", "postgresql", "-", "-", "-", "-", "-"))
         elif "error" in e:
             summary.append((plane, e["path"], f"error: {e['error']}", "", "", "", "", "", ""))
         elif not e["exists"]:
             summary.append((plane, e["path"], "not created yet", "", "", "", "", "", ""))
+        elif e.get("postgresql"):  # pgoperate.pg_stats: no WAL, free list or replay file
+            size = f"{_size(e['total_bytes'])} (schema {e['schema']})"
+            summary.append((plane, e["path"], f"v{e['schema_version']}", size, *["-"] * 5))
+            for name, t in e["tables"].items():
+                tables.append((plane, name, t["kind"], str(t["rows"])))
         else:
             replay = e.get("replay")
             summary.append(
@@ -333,7 +340,16 @@ def run_compact(
     ConfigError for a missing or foreign file, OperationFailed when the work failed."""
     for plane in planes:
         path = settings.db_path(plane)
-        if path == MEMORY_PATH or is_dsn(path):  # PostgreSQL reclaims space itself
+        if path == MEMORY_PATH:
+            out.write(f"ratatoskr: {plane}: {MEMORY_PATH}, nothing to compact\n")
+            continue
+        if is_dsn(path):
+            pg = pg_compact(settings, plane)
+            out.write(
+                f"ratatoskr: {plane}: VACUUM (ANALYZE) of {pg.tables} tables in schema "
+                f"{pg.schema}, {_size(pg.bytes_before)} -> {_size(pg.bytes_after)}, "
+                f"{pg.seconds:.1f} s (space is reused, not returned; see `compact --help`)\n"
+            )
             continue
         try:
             report = entry(plane).compact(path, full=full, vectors=vectors)
@@ -342,7 +358,7 @@ def run_compact(
         except StorageError as exc:
             raise OperationFailed(f"{plane}: compaction failed ({exc.message})") from None
         out.write(
-            f"{plane}: {report.method}, {_size(report.bytes_before)} -> "
+            f"ratatoskr: {plane}: {report.method}, {_size(report.bytes_before)} -> "
             f"{_size(report.bytes_after)}, {report.free_pages_before} -> "
             f"{report.free_pages_after} free pages, {report.seconds:.1f} s\n"
         )

@@ -125,6 +125,7 @@ def database_problems(
         return []
     if is_dsn(path):
         return inspect_postgres(settings, plane).problems
+    path = os.path.abspath(path)  # messages name the file wherever the command ran
     plane_entry = entry(plane)
     setting = plane_entry.db_setting
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
