@@ -1,8 +1,8 @@
 """Storage faults: a full disk, a read-only file, a corrupt file, a missing directory
 (at start, and removed under a running provider). Each must give a clear error — a
-wire error with a generic message (``bifrost.internal`` 500 on the Bifrost planes,
-which document no better code; VMP's ``CAPACITY_EXCEEDED`` 507 for a full disk and
-``INTERNAL_ERROR`` 500 otherwise) or a one-line refusal at start naming the setting —
+wire error with a generic message (a full disk: ``bifrost.insufficient_storage`` 507 on
+the Bifrost planes, VMP's ``CAPACITY_EXCEEDED`` 507; otherwise ``bifrost.internal`` and
+VMP's ``INTERNAL_ERROR``, 500) or a one-line refusal at start naming the setting —
 with nothing partial written and nothing overwritten.
 
 The tmpfs and read-only-mount cases need root (``mount``); they are skipped elsewhere,
@@ -54,8 +54,12 @@ from .support import (
     vmp_client,
 )
 
-GENERIC = {"code": "bifrost.internal", "message": "internal error", "details": {}}
 GENERIC_500 = (500, "bifrost.internal", "internal error")
+FULL = {
+    "code": "bifrost.insufficient_storage",
+    "message": "database or disk is full",
+    "details": {},
+}
 FILLER = "x" * 1500
 
 
@@ -176,7 +180,7 @@ def _pages(path: str) -> int:
 
 
 @pytest.mark.parametrize("plane", ["memory", "affect"])
-def test_disk_full_in_a_bifrost_plane_is_a_generic_500_and_writes_nothing(
+def test_disk_full_in_a_bifrost_plane_is_a_507_and_writes_nothing(
     tmp_path: Path, plane: str
 ) -> None:
     path = str(tmp_path / f"{plane}.db")
@@ -210,7 +214,7 @@ def test_disk_full_in_a_bifrost_plane_is_a_generic_500_and_writes_nothing(
     assert failed > 1
     assert type(exc).__name__ == "StorageFull"
     status, body = render_error(exc, plane=plane, call_id="call-x")
-    assert (status, body["error"]) == (500, GENERIC)
+    assert (status, body["error"]) == (507, FULL)
     assert dump_file(path) == before  # nothing of the failed batch, nothing else either
     # Reads go on; the file holds its invariants.
     get_many = "get_many"
@@ -277,7 +281,9 @@ def _http_until_full(write: Callable[[int], Any]) -> tuple[int, Any]:
 @pytest.mark.slow
 def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "small", 4096) as root:
-        env = provider_env(root)
+        # No free space held back: SQLite itself meets the full disk (tests/test_disk_full.py
+        # has the reserve).
+        env = provider_env(root, RATATOSKR_DISK_RESERVE_BYTES="0")
         reserve = root / "reserve"
         reserve.write_bytes(b"\0" * 768 * 1024)  # freed later to make room again
         with running(tmp_path, env) as server:
@@ -291,9 +297,9 @@ def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
             assert acked_m > 0
             assert isinstance(exc_m, BifrostError)
             assert (exc_m.status, exc_m.wire_code(), exc_m.message, exc_m.details) == (
-                500,
-                "bifrost.internal",
-                "internal error",
+                507,
+                "bifrost.insufficient_storage",
+                "database or disk is full",
                 {},
             )
             acked_a, exc_a = _http_until_full(
@@ -301,9 +307,9 @@ def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
             )
             assert isinstance(exc_a, BifrostError)
             assert (exc_a.status, exc_a.wire_code(), exc_a.message) == (
-                500,
-                "bifrost.internal",
-                "internal error",
+                507,
+                "bifrost.insufficient_storage",
+                "database or disk is full",
             )
             acked_v, exc_v = _http_until_full(
                 lambda n: vmp.upsert_vector([float(n), 1.0, 2.0, 3.0], metadata={"p": FILLER})
@@ -312,14 +318,14 @@ def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
             assert (exc_v.status, exc_v.code) == (507, "CAPACITY_EXCEEDED")
             # Memory and affect reads need their token's jti recorded in the replay file:
             # while its WAL has room to reuse (it is checkpointed every second) they go
-            # on; once a record needs a new page they fail closed (500), because a token
+            # on; once a record needs a new page they fail closed (507), because a token
             # that cannot be remembered is never accepted. Never a wrong answer.
             for plane, read, acked in (
                 ("memory", lambda: memory.get_many([r["id"] for r in mem_batch(0)]), acked_m),
                 ("affect", lambda: affect.get_many([r["key"] for r in aff_batch(0)]), acked_a),
             ):
                 got = outcome(read)
-                assert got[:2] == (500, "bifrost.internal") or (
+                assert got[:2] == (507, "bifrost.insufficient_storage") or (
                     got[0] == "ok" and len(got[1]) == (8 if acked else 0)
                 ), (plane, got[:2])
             assert vmp.health()["records"] == acked_v
@@ -344,7 +350,7 @@ def test_disk_full_over_http_every_plane(tmp_path: Path) -> None:
             affect.close()
             vmp.close()
         log = "".join(server.output)
-        assert "type=StorageFull" in log  # the operator's clue, with no content
+        assert "code=bifrost.insufficient_storage" in log  # the operator's clue, no content
         assert FILLER not in log
         counts = check_files(env)
         assert counts["memory"] == 8 * (acked_m + 1)

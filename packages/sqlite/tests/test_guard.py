@@ -154,3 +154,13 @@ def test_an_unreadable_filesystem_counts_as_below(tmp_path: Path) -> None:
     assert below_reserve(str(tmp_path / "missing"), 1)
     assert not below_reserve(str(tmp_path / "missing"), 0)
     assert os.path.isdir(tmp_path)
+
+
+def test_the_schema_is_written_below_the_reserve(tmp_path: Path) -> None:
+    """A provider starts on a nearly full disk (and answers reads); data writes wait."""
+    path = tmp_path / "x.db"
+    db = open_db(path, reserve=free_bytes(str(tmp_path)) + (1 << 40))
+    with pytest.raises(StorageFull):
+        insert(db, "a", 20_000)
+    db.close()
+    assert stored(path) == []

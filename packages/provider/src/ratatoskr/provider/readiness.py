@@ -9,8 +9,13 @@ every write), that it is readable and writable, then reads through the plane's
 own store (what its entry in ``registry.PLANE_TABLE`` reads: the file's schema
 version, a round trip to PostgreSQL, VMP's counters) and asks its replay cache
 whether it has seen a token (``seen()``, a read of that file, whose path is
-checked the same way). The answer names each plane with ``ready`` or what
-failed — never a path, a count or anything stored.
+checked the same way). The ``-wal`` and ``-shm`` beside each file are checked
+like the file (a write is refused when either was removed or replaced, so the
+plane is not ready then), and a filesystem with less free space than
+``RATATOSKR_DISK_RESERVE_BYTES`` makes its planes "disk full": writes that add
+data answer 507 until space returns (reads and deletes go on). The answer
+names each plane with ``ready`` or what failed — never a path, a count or
+anything stored.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from ratatoskr.provider.planes import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
 from ratatoskr.sqlite.files import file_identity
+from ratatoskr.sqlite.guard import WAL_SIDECARS, below_reserve
 
 __all__ = ["READY", "PlaneProbe", "plane_probes", "probe_all"]
 
 _log = logging.getLogger("ratatoskr.readyz")
 READY = "ready"
+DISK_FULL = "disk full: free space below RATATOSKR_DISK_RESERVE_BYTES; writes that add data refused"
 # A jti no token carries (ours are random hex or UUIDs); only ever looked up.
 _PROBE_JTI = "ratatoskr-readyz-probe"
 
@@ -50,6 +57,8 @@ class PlaneProbe:
     read: Callable[[], object]
     files: list[_File] = field(default_factory=list)
     replay: ReplayCache | None = None
+    # Free bytes the plane's filesystem must keep (0: none; see ratatoskr.sqlite.guard).
+    reserve_bytes: int = 0
 
     def check(self) -> str:
         """``READY``, or a short content-free reason naming the part that failed."""
@@ -58,6 +67,8 @@ class PlaneProbe:
                 return f"{f.what} file missing or replaced"
             if not os.access(f.path, os.R_OK | os.W_OK):
                 return f"{f.what} file not readable and writable"
+        if any(below_reserve(os.path.dirname(f.path), self.reserve_bytes) for f in self.files):
+            return DISK_FULL
         try:
             self.read()
         except Exception as exc:  # any failure of the read is the finding
@@ -85,13 +96,22 @@ def plane_probes(
         probe = PlaneProbe(plane, served.read, replay=served.replay)
         path = settings.db_path(plane)
         if path != MEMORY_PATH and not is_dsn(path):
-            probe.files.append(_File("database", path, file_identity(path)))
+            probe.files += _with_sidecars("database", os.path.abspath(path))
+            probe.reserve_bytes = settings.disk_reserve_bytes
         if isinstance(probe.replay, SqliteReplayCache):
-            probe.files.append(
-                _File("replay cache", probe.replay.path, file_identity(probe.replay.path))
-            )
+            probe.files += _with_sidecars("replay cache", probe.replay.path)
         probes.append(probe)
     return probes
+
+
+def _with_sidecars(what: str, path: str) -> list[_File]:
+    """The file and the WAL files SQLite has open beside it, each as it is now."""
+    files = [_File(what, path, file_identity(path))]
+    for suffix in WAL_SIDECARS:
+        side = path + suffix
+        if (identity := file_identity(side)) is not None:  # none: not in WAL mode
+            files.append(_File(f"{what} {suffix}", side, identity))
+    return files
 
 
 def probe_all(probes: list[PlaneProbe]) -> dict[str, str]:

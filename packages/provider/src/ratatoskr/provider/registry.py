@@ -40,7 +40,10 @@ from ratatoskr.memory.app import build_memory_plane_app
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.memory.sidecar import SUFFIX as INDEX_SUFFIX
 from ratatoskr.memory.sync import cache_verdict
-from ratatoskr.sqlite import CompactReport, compact_database
+from ratatoskr.postgres.database import PoolRunner
+from ratatoskr.postgres.replica import ReadReplica
+from ratatoskr.postgres.replication import check_synchronous_standby
+from ratatoskr.sqlite import CompactReport, ConnectionOptions, compact_database
 from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
 from ratatoskr.vmp import schema as vmp_schema
 
@@ -235,6 +238,11 @@ def _memory_limits(settings: Settings) -> _MemoryLimits:
     )
 
 
+def _file(settings: Settings) -> ConnectionOptions:
+    """How a plane's SQLite file is opened: the house defaults and the disk reserve."""
+    return ConnectionOptions(disk_reserve_bytes=settings.disk_reserve_bytes)
+
+
 def _affect_limits(settings: Settings) -> _AffectLimits:
     """What the affect store takes from the settings, whichever its backend."""
     return _AffectLimits(
@@ -265,15 +273,52 @@ def _chunk_count(store: MemoryStore) -> int:
     return store.count()
 
 
+# A read replica's pool: as planes.PG_POOL, the primary's.
+_REPLICA_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
+_SYNC_HINT = "see RATATOSKR_POSTGRES_REQUIRE_SYNC_STANDBY and docs/scaling.md"
+
+
+def _on_postgres(
+    open_store: Callable[[pg.Pool, str, Settings], PostgresMemoryStore | PostgresAffectStore],
+    read_field: str,
+) -> Callable[[pg.Pool, str, Settings], Any]:
+    """``open_store`` after the synchronous-standby check (a warning, or a refusal with
+    POSTGRES_REQUIRE_SYNC_STANDBY), with the plane's read replica (the setting
+    ``read_field``) attached when one is set."""
+
+    def open_(pool: pg.Pool, schema: str, s: Settings) -> Any:
+        check_synchronous_standby(
+            PoolRunner(pool),
+            require=s.postgres_require_sync_standby,
+            what=f"schema {schema}",
+            hint=_SYNC_HINT,
+        )
+        store = open_store(pool, schema, s)
+        read_dsn = getattr(s, read_field)
+        if read_dsn:
+            try:
+                replica = ReadReplica(pg.open_pool(read_dsn, _REPLICA_POOL), owns_pool=True)
+            except BaseException:
+                store.close()
+                raise
+            store.database.use_replica(replica)
+        return store
+
+    return open_
+
+
 _MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
     name="memory",
     db_field="memory_db",
     key=Key.HEIMDALL,
-    open_file=lambda path, s: open_memory_store(path, **_memory_limits(s)),
+    open_file=lambda path, s: open_memory_store(path, options=_file(s), **_memory_limits(s)),
     postgres=PostgresBackend(
         "ratatoskr_memory",
-        lambda pool, schema, s: open_postgres_memory_store(
-            pool, schema=schema, **_memory_limits(s)
+        _on_postgres(
+            lambda pool, schema, s: open_postgres_memory_store(
+                pool, schema=schema, **_memory_limits(s)
+            ),
+            "memory_read_db",
         ),
     ),
     build_app=bifrost_plane_app(build_memory_plane_app),
@@ -292,11 +337,14 @@ _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
     name="affect",
     db_field="affect_db",
     key=Key.HEIMDALL,
-    open_file=lambda path, s: open_affect_store(path, **_affect_limits(s)),
+    open_file=lambda path, s: open_affect_store(path, options=_file(s), **_affect_limits(s)),
     postgres=PostgresBackend(
         "ratatoskr_affect",
-        lambda pool, schema, s: open_postgres_affect_store(
-            pool, schema=schema, **_affect_limits(s)
+        _on_postgres(
+            lambda pool, schema, s: open_postgres_affect_store(
+                pool, schema=schema, **_affect_limits(s)
+            ),
+            "affect_read_db",
         ),
     ),
     build_app=bifrost_plane_app(build_affect_plane_app),
@@ -309,7 +357,9 @@ _VMP: PlaneEntry[VmpStore] = PlaneEntry(
     name="vmp",
     db_field="vmp_db",
     key=Key.VMP,
-    open_file=lambda path, s: open_vmp_store(path, dim=s.vmp_dim, max_records=s.vmp_max_records),
+    open_file=lambda path, s: open_vmp_store(
+        path, dim=s.vmp_dim, max_records=s.vmp_max_records, options=_file(s)
+    ),
     dsn_refused="VMP stays on SQLite: its determinism needs one global sequence and "
     "byte-identical snapshots; give a file path",
     build_app=_vmp_app,

@@ -89,6 +89,23 @@ class Settings(BaseSettings):
         description="Affect plane database: a file path, `:memory:`, or a postgresql:// DSN "
         "(schema `ratatoskr_affect`).",
     )
+    memory_read_db: str | None = Field(
+        None,
+        description="A read replica (streaming standby) of the memory plane's PostgreSQL "
+        "database, as a postgresql:// DSN: search, get and get_many run there once it has "
+        "replayed every acknowledged write, else on the primary; unset: the primary.",
+    )
+    affect_read_db: str | None = Field(
+        None,
+        description="A read replica of the affect plane's PostgreSQL database (as "
+        "MEMORY_READ_DB): get, get_many, history and list.",
+    )
+    postgres_require_sync_standby: bool = Field(
+        False,
+        description="Refuse to start on a PostgreSQL database without a synchronous standby "
+        "(synchronous_standby_names set, synchronous_commit on or remote_apply); false: "
+        "a warning.",
+    )
     vmp_db: str = Field("var/vmp.db", description="VMP plane database file (or `:memory:`).")
     vmp_dim: int = Field(
         16, ge=1, le=4096, description="VMP vector dimension; fixed when its file is created."
@@ -108,6 +125,15 @@ class Settings(BaseSettings):
         ge=1,
         description="Largest VMP snapshot upload (larger → 413, refused before it is read); "
         "unset: 76 + VMP_MAX_RECORDS × (47 + 4·VMP_DIM + 2048), 2,159,000,076 for the defaults.",
+    )
+    disk_reserve_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Free space held back on the filesystem of each SQLite plane file: below "
+        "it, writes that would grow a file answer 507 (insufficient storage) and /readyz "
+        "says 'disk full', while reads, deletes and token records use the reserve; 0: none. "
+        "64 MiB holds a few largest batches (8 MiB bodies, about twice that in the file and "
+        "WAL) and the WALs of deletes meanwhile.",
     )
     heimdall_key: SecretStr | None = Field(
         None, description="HS256 key shared with Heimdall, which signs every per-call JWT."
@@ -148,8 +174,24 @@ class Settings(BaseSettings):
     max_connections: int = Field(
         1024,
         ge=1,
-        description="Open connections per process; more are closed at once (kept below the "
-        "open-file limit, which is raised to its hard limit at start).",
+        description="Open connections per process (kept below the open-file limit, which is "
+        "raised to its hard limit at start); at the cap a new connection closes the one "
+        "that has waited longest with no request in flight, or is closed if none waits.",
+    )
+    max_head_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        description="Largest request head (request line and headers), counted as it arrives; "
+        "larger → 431 and the connection closed. Clients send under 2 KiB (a token is about "
+        "1 KiB); 64 KiB leaves room for large tokens and proxy headers.",
+    )
+    max_headers: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="Most header lines in one request head; more → 431 and the connection "
+        "closed. Clients send about 10; 100 is also Apache's default.",
     )
     workers: int = Field(
         1,
@@ -209,6 +251,14 @@ class Settings(BaseSettings):
         description="Bearer token a scrape of `/metrics` must send; unset: `/metrics` is open "
         "on a loopback listener and refused (403) on any other.",
     )
+
+    @field_validator("memory_read_db", "affect_read_db")
+    @classmethod
+    def _a_read_dsn(cls, value: str | None) -> str | None:
+        if value is not None and not is_dsn(value):
+            # No echo of the value: it may hold a password.
+            raise PydanticCustomError("read_dsn", "give a postgresql:// DSN of a read replica")
+        return value
 
     @field_validator(*(e.db_field for e in PLANE_TABLE.values()))
     @classmethod

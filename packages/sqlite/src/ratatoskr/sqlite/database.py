@@ -106,11 +106,9 @@ class Database:
         # The files this database is, so a write can tell when the path no longer
         # names them, and the disk's reserve (see ``guard.py``).
         self._abspath = os.path.abspath(path)
-        self._guard = (
-            None
-            if self.is_memory
-            else FileGuard(self._abspath, reserve_bytes=self.options.disk_reserve_bytes)
-        )
+        # The schema is written whatever the reserve (a provider starts on a nearly full
+        # disk and answers reads); the reserve applies from the first write after it.
+        self._guard = None if self.is_memory else FileGuard(self._abspath)
         try:
             if not self.is_memory and not self.options.readonly:
                 incremental_when_new(self._writer)
@@ -125,6 +123,8 @@ class Database:
         except BaseException:
             self._writer.close()
             raise
+        if self._guard is not None:
+            self._guard.reserve_bytes = self.options.disk_reserve_bytes
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:

@@ -1,0 +1,116 @@
+"""A plane's ``-wal`` removed or replaced under a running provider (issue 22, finding 3).
+
+SQLite keeps committing into the WAL it has open after the file was unlinked: before
+the fix every later memory write was acknowledged and lost at the next SIGKILL. Now
+each write compares the ``-wal`` and ``-shm`` with the ones opened before its COMMIT
+(ratatoskr.sqlite.guard), so nothing is acknowledged, and ``/readyz`` names the file
+(by role, never by path). Over real HTTP, with one and two workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ratatoskr.provider.testing import child_env
+
+from .reliability.support import (
+    affect_client,
+    base,
+    check_affect_file,
+    check_memory_file,
+    check_vmp_file,
+    memory_client,
+    provider_env,
+    running,
+    vmp_client,
+)
+from .reliability.test_storage_faults import aff_batch, mem_batch, outcome
+
+SCOPE = {"tenant": "t"}
+
+
+def _writes(server: Any, plane: str, n: int, first: int = 1000) -> list[tuple[Any, ...]]:
+    """``n`` writes to ``plane``, each over a new connection (so both workers get some)."""
+    results = []
+    for i in range(first, first + n):
+        call: Callable[[], Any]
+        if plane == "vmp":
+            client: Any = vmp_client(base(server, "vmp"))
+            call = lambda: client.upsert_vector([float(i), 1.0, 2.0, 3.0])  # noqa: B023, E731
+        elif plane == "memory":
+            client = memory_client(base(server, "memory"), scope=SCOPE)
+            call = lambda: client.upsert_many(mem_batch(i))  # noqa: B023, E731
+        else:
+            client = affect_client(base(server, "affect"), scope=SCOPE)
+            call = lambda: client.put_many(aff_batch(i))  # noqa: B023, E731
+        try:
+            results.append(outcome(call))
+        finally:
+            client.close()
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_removed_or_replaced_wal_is_never_acknowledged_into(tmp_path: Path, workers: int) -> None:
+    env = provider_env(tmp_path)
+    with running(tmp_path, env, "--workers", str(workers)) as server:
+        for plane in ("memory", "affect", "vmp"):
+            assert all(r[0] == "ok" for r in _writes(server, plane, 4)), plane
+        ready = httpx.get(f"{server.base_url}/readyz")
+        assert ready.status_code == 200, ready.text
+        # What is acknowledged so far is copied into the database files (the operator's
+        # `compact` ends with a TRUNCATE checkpoint): what a removed WAL still held is
+        # lost with it, whatever the provider does.
+        done = subprocess.run(
+            [sys.executable, "-m", "ratatoskr.provider", "compact"],
+            env=child_env(env),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        # memory: -wal unlinked; affect: -wal replaced by another file; vmp: -shm unlinked.
+        Path(env["RATATOSKR_MEMORY_DB"] + "-wal").unlink()
+        affect_wal = Path(env["RATATOSKR_AFFECT_DB"] + "-wal")
+        affect_wal.rename(tmp_path / "elsewhere")
+        affect_wal.write_bytes(b"")
+        Path(env["RATATOSKR_VMP_DB"] + "-shm").unlink()
+        for plane in ("memory", "affect", "vmp"):
+            results = _writes(server, plane, 12, first=2000)
+            acked = [r for r in results if r[0] == "ok"]
+            assert acked == [], (plane, len(acked))  # before the fix: all 12 acknowledged
+            # A typed server error (503 bifrost.unavailable; VMP's INTERNAL_ERROR 500).
+            assert all(500 <= r[0] < 600 for r in results), (plane, results[:2])
+        for _ in range(2 * workers):  # every worker answers the same
+            gone = httpx.get(f"{server.base_url}/readyz", headers={"Connection": "close"})
+            assert gone.status_code == 503
+            assert gone.json()["planes"] == {
+                "memory": "database -wal file missing or replaced",
+                "affect": "database -wal file missing or replaced",
+                "vmp": "database -shm file missing or replaced",
+            }
+            assert str(tmp_path) not in gone.text
+        log = server.log()
+        os.killpg(server.pid, signal.SIGKILL)
+        server.proc.wait(10)
+    assert "Traceback" not in log
+    # What a restart opens is a sound file of each plane holding every write acknowledged
+    # before the removal and none from after it (none was acknowledged).
+    assert check_memory_file(env["RATATOSKR_MEMORY_DB"]) == 4 * 8
+    assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
+    assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4
+    with running(tmp_path, env, "--workers", str(workers)) as server:
+        assert httpx.get(f"{server.base_url}/readyz").status_code == 200
+        for plane in ("memory", "affect", "vmp"):
+            assert all(r[0] == "ok" for r in _writes(server, plane, 2)), plane
