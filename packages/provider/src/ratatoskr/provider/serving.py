@@ -9,16 +9,11 @@ and each store's change counter keep them consistent, and the replay cache
 beside each plane file keeps a token single-use across all of them — and
 accepts connections from the shared socket (the kernel spreads them).
 
-Connections are bounded (``shared/spec/bifrost-wire.md`` leaves this to the
-server; uvicorn arms its keep-alive timer only after a response, so a socket
-that sends nothing, or dribbles a request a byte at a time, was held forever):
-:class:`GuardedHttpToolsProtocol` gives every request ``request_timeout_s``
-from its first byte (or from the accept, for a new connection) until its body
-is complete, after which the connection is closed; an idle keep-alive
-connection is closed after ``keep_alive_s``; and at most ``max_connections``
-are open at once (the open-file soft limit is raised to the hard limit at
-start, and the cap kept below it), so idle and slow sockets cannot exhaust the
-file descriptors every plane needs.
+Connections are bounded by :mod:`ratatoskr.provider.connections` (request heads,
+a deadline per request, a connection cap that makes room by closing waiting
+connections); here the open-file soft limit is raised to the hard limit at start
+and the cap kept below it, so idle and slow sockets cannot exhaust the file
+descriptors every plane needs.
 
 A worker that dies (a crash, the OOM killer, SIGKILL) is reported on the
 ``ratatoskr.serve`` logger with its exit status and replaced by a new one; a
@@ -31,7 +26,6 @@ finish and closes its databases.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import logging.config
@@ -51,10 +45,10 @@ import uvicorn
 from prometheus_client import multiprocess
 from starlette.applications import Starlette
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess
 
 from ratatoskr.provider.app import build_provider_app
+from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
 from ratatoskr.provider.observe import log_config
 from ratatoskr.provider.planes import open_planes
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
@@ -106,65 +100,6 @@ _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _FD_RESERVE = 64
 
 
-class ProviderConfig(uvicorn.Config):
-    """uvicorn's configuration plus the connection limits our protocol enforces
-    (a module-level class, so it reaches spawned workers intact)."""
-
-    def __init__(
-        self, app: Any, *, request_timeout_s: float, max_connections: int, **kwargs: Any
-    ) -> None:
-        super().__init__(app, **kwargs)
-        self.request_timeout_s = request_timeout_s
-        self.max_connections = max_connections
-
-
-class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline for receiving each request and a
-    cap on open connections (see the module docstring)."""
-
-    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
-        super().__init__(config, *args, **kwargs)
-        self._request_timeout = float(getattr(config, "request_timeout_s", 15.0))
-        self._max_connections = int(getattr(config, "max_connections", 1024))
-        self._deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        if len(self.connections) > self._max_connections:
-            _log.debug("connection refused: %d open", len(self.connections) - 1)
-            transport.close()
-            return
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        if self._deadline is None:
-            self._arm()  # the first byte of a request on a kept-alive connection
-        super().data_received(data)
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._disarm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self._request_timeout, self._too_slow)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _too_slow(self) -> None:
-        self._deadline = None
-        if not self.transport.is_closing():
-            _log.debug("connection closed: request not received within the deadline")
-            self.transport.close()
-
-
 def raise_open_file_limit() -> int:
     """Raise this process's soft open-file limit to its hard limit; return the soft limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -195,6 +130,8 @@ def _config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
         app,
         request_timeout_s=settings.request_timeout_s,
         max_connections=connection_cap(settings, raise_open_file_limit()),
+        max_head_bytes=settings.max_head_bytes,
+        max_headers=settings.max_headers,
         log_level=settings.log_level,
         log_config=log_config(settings.log_level, settings.log_format),
         lifespan="on",
