@@ -1,0 +1,166 @@
+"""Tenants cannot write over each other, over real HTTP (issue 22, findings 1 and 7).
+
+Tenants A and B, each with a token granting only its own tenant, write the same
+*new* id at the same moment, round after round: exactly one is acknowledged (200)
+and the other refused (403), and the acknowledged record stays its writer's. Shown
+against ``ratatoskr serve`` with one worker and with two (SQLite files shared by
+the workers), and against two providers on one PostgreSQL database (four workers),
+on the memory and affect planes. Before the grant was decided inside the write's
+transaction, both writers were acknowledged in most rounds.
+
+A malformed write (a wrong-dimension embedding; affect: a reserved field) is
+refused with the same 400 whether its id exists under another tenant or not.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bifrost.client import BifrostClient
+from bifrost.errors import BifrostError, Forbidden, InvalidArguments
+from ratatoskr.provider.testing import ServerProcess
+
+from .conftest import KEY, start_server
+from .test_many_providers import database, provider  # noqa: F401 - the module's database
+from .test_postgres_provider import pg_dsn  # noqa: F401 - the session's server, shared
+
+pytestmark = pytest.mark.slow
+ROUNDS = 50
+DIM = 8
+TENANTS = ("tenant-a", "tenant-b")
+
+
+def _client(base: str, plane: str, tenant: str) -> BifrostClient:
+    return BifrostClient(
+        f"{base}/{plane}",
+        KEY.encode(),
+        actor=f"agent-{tenant}",
+        scope={"tenant": tenant},
+        plane=plane,
+    )
+
+
+def _record(plane: str, rid: str, t: int) -> dict[str, Any]:
+    scope = {"tenant": TENANTS[t]}
+    if plane == "memory":
+        emb = [1.0 if d == t else 0.0 for d in range(DIM)]
+        return {"id": rid, "embedding": emb, "scope": scope, "content": TENANTS[t]}
+    return {"key": rid, "scope": scope, "content": TENANTS[t]}
+
+
+def _write(c: BifrostClient, records: list[dict[str, Any]]) -> Any:
+    verb = "upsert_many" if c.plane == "memory" else "put_many"
+    return c.call(verb, {"records": records}, idempotency_key=str(uuid.uuid4()))
+
+
+def _race(calls: list[Callable[[], Any]]) -> list[Any]:
+    barrier = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], Any]) -> Any:
+        barrier.wait(30)
+        try:
+            return call()
+        except BifrostError as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(run, calls))
+
+
+def race_rounds(bases: tuple[str, str], plane: str) -> None:
+    """:data:`ROUNDS` rounds of A (through ``bases[0]``) and B (through ``bases[1]``)
+    creating one new id each round."""
+    clients = [_client(bases[t], plane, TENANTS[t]) for t in range(2)]
+    tag = uuid.uuid4().hex[:8]
+    both_ok = 0
+    for r in range(ROUNDS):
+        rid = f"{tag}-{r}"
+        outcomes = _race(
+            [lambda t=t, rid=rid: _write(clients[t], [_record(plane, rid, t)]) for t in (0, 1)]
+        )
+        ok = [t for t, o in enumerate(outcomes) if not isinstance(o, BaseException)]
+        both_ok += len(ok) == 2
+        assert len(ok) == 1, f"round {r}: {outcomes!r}"
+        winner, loser = ok[0], 1 - ok[0]
+        refused = outcomes[loser]
+        assert isinstance(refused, Forbidden) and refused.status == 403, refused
+        mine = clients[winner].get(rid)
+        assert mine is not None and mine["content"] == TENANTS[winner]
+        assert mine["scope"] == {"tenant": TENANTS[winner]} and mine["revision"] == 1
+        assert clients[loser].get(rid) is None
+    assert both_ok == 0
+
+
+def malformed_probe(base: str, plane: str) -> None:
+    """The same 400 for a malformed write of an id that exists under another tenant
+    and of one that does not; nothing written."""
+    owner, prober = (_client(base, plane, t) for t in TENANTS)
+    tag = uuid.uuid4().hex[:8]
+    taken, free = f"{tag}-taken", f"{tag}-free"
+    _write(owner, [_record(plane, taken, 0)])
+    answers = []
+    for rid in (taken, free):
+        bad = _record(plane, rid, 1)
+        if plane == "memory":
+            bad["embedding"] = [1.0] * (DIM + 1)
+        else:
+            bad["revision"] = 7
+        with pytest.raises(InvalidArguments) as err:
+            _write(prober, [bad])
+        answers.append((err.value.status, str(err.value)))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 400
+    got = owner.get(taken)
+    assert got is not None and (got["content"], got["revision"]) == (TENANTS[0], 1)
+    assert owner.get(free) is None and prober.get(free) is None
+
+
+@pytest.fixture(params=[1, 2], ids=["1-worker", "2-workers"])
+def sqlite_server(
+    request: pytest.FixtureRequest, server_env: dict[str, str], tmp_path: Path
+) -> Iterator[ServerProcess]:
+    server = start_server(["serve", "--workers", str(request.param)], server_env, tmp_path)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("plane", ["memory", "affect"])
+def test_two_tenants_racing_on_one_new_id_over_sqlite(
+    sqlite_server: ServerProcess, plane: str
+) -> None:
+    base = sqlite_server.base_url
+    race_rounds((base, base), plane)
+    malformed_probe(base, plane)
+
+
+@pytest.fixture(scope="module")
+def providers(
+    database: str,  # noqa: F811 - the imported fixture
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, str]]:
+    home = tmp_path_factory.mktemp("races")
+    servers: list[ServerProcess] = []
+    try:
+        for name in ("one", "two"):
+            servers.append(provider(database, home / name))
+        yield servers[0].base_url, servers[1].base_url
+    finally:
+        for s in servers:
+            s.close()
+
+
+@pytest.mark.parametrize("plane", ["memory", "affect"])
+def test_two_tenants_racing_on_one_new_id_through_two_postgres_providers(
+    providers: tuple[str, str], plane: str
+) -> None:
+    race_rounds(providers, plane)
+    malformed_probe(providers[1], plane)
