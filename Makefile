@@ -36,8 +36,18 @@ type: bootstrap
 unit: bootstrap
 	$(BIN)/python -m pytest -n auto --dist worksteal -q -m "not slow and not soak"
 
-run: bootstrap
-	$(BIN)/ratatoskr serve --dev
+# `make run` needs only what serving needs: the workspace without the dev group
+# (no mypy, pytest, tox or the PostgreSQL wheel). --inexact keeps what is already in
+# .venv, so `make run` after `make test` leaves the dev tools, and `make test` after
+# `make run` syncs the dev group (its own stamp, .synced).
+$(VENV)/.synced-run: $(BIN)/uv uv.lock pyproject.toml $(wildcard packages/*/pyproject.toml)
+	$(BIN)/uv sync --frozen --inexact --no-dev --all-packages
+	touch $@
+
+# Ctrl-C stops the provider gracefully; its exit by SIGTERM (143) or SIGINT (130) after
+# that is a normal stop, not a failed recipe (make would print "*** [run] Terminated").
+run: $(VENV)/.synced-run
+	@$(BIN)/ratatoskr serve --dev || { s=$$?; [ $$s -eq 130 ] || [ $$s -eq 143 ] || exit $$s; }
 
 # `make run` with memory and affect on a throwaway local PostgreSQL + pgvector (data in
 # var/pgserver/); Ctrl-C stops both and deletes the server's data.

@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from bifrost.client import BifrostClient
+from ratatoskr.provider.settings import redact_dsn
 
 pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "run_postgres.py"
@@ -134,6 +135,12 @@ def test_run_postgres_serves_memory_and_affect_on_postgres_then_stops_clean(
         assert run.proc.wait(60) == 0, run.output()
         assert "Application shutdown complete" in run.output()
         assert not pgdata.exists()
+        # Issue 27: var/ stays owner-only as root too, and no empty pgserver/ is left;
+        # the banner said where the data was, the DSN for the operator commands too.
+        assert (tmp_path / "var").stat().st_mode & 0o777 == 0o700
+        assert not (tmp_path / "var" / "pgserver").exists()
+        assert f"memory in {redact_dsn(dsn)} (schema ratatoskr_memory)" in run.output()
+        assert f"export RATATOSKR_MEMORY_DB='{dsn}'" in run.output()
         assert not psutil.pid_exists(postmaster) or psutil.Process(postmaster).status() == (
             psutil.STATUS_ZOMBIE
         )

@@ -15,10 +15,12 @@ Exit status: 0 after a requested stop, else the provider's own exit status.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -58,7 +60,8 @@ def _remove_leftover(pgdata: Path) -> None:
 
 
 def _start_postgres(data_dir: Path) -> Any:
-    data_dir.mkdir(parents=True, exist_ok=True)
+    # Owner-only, as `serve --dev` makes var/ (the umask, set in main, covers parents).
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     pgdata = data_dir / "pgdata"
     _remove_leftover(pgdata)
     return _pgserver().get_server(pgdata, cleanup_mode="delete")
@@ -74,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("serve_args", nargs="*", help="passed to `ratatoskr serve --dev`")
     args = parser.parse_args(argv)
+    # What this run creates (var/, the server's data, the provider's files) is the
+    # user's personal data: owner-only, whoever runs it (root's umask is 022).
+    os.umask(0o077)
 
     stop_requested: list[int] = []
     child: subprocess.Popen[bytes] | None = None
@@ -92,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
+    # As root the wheel runs the server as a user of its own and opens every directory
+    # above its data to group and others (g+rx, o+rx), var/ and the checkout included:
+    # their modes are put back when the server is gone.
+    args.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    modes = _modes(args.data_dir)
     server = _start_postgres(args.data_dir)
     try:
         dsn = str(server.get_uri())
@@ -103,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ)
         env["RATATOSKR_MEMORY_DB"] = dsn
         env["RATATOSKR_AFFECT_DB"] = dsn
+        print(
+            "run-postgres: for the operator commands (stats, doctor, compact) in another "
+            f"shell:\n  export RATATOSKR_MEMORY_DB='{dsn}' RATATOSKR_AFFECT_DB='{dsn}'",
+            flush=True,
+        )
         if stop_requested:
             return 0
         child = subprocess.Popen(  # noqa: S603 - this interpreter, the user's own arguments
@@ -125,6 +141,30 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if stop_requested else code
     finally:
         server.cleanup()
+        _remove_if_empty(args.data_dir)
+        _restore(modes)
+
+
+def _modes(data_dir: Path) -> dict[Path, int]:
+    """The permission bits of ``data_dir`` and of every directory above it."""
+    start = data_dir.resolve()
+    return {p: stat.S_IMODE(p.stat().st_mode) for p in (start, *start.parents)}
+
+
+def _restore(modes: dict[Path, int]) -> None:
+    for path, mode in modes.items():
+        try:
+            if stat.S_IMODE(path.stat().st_mode) != mode:
+                path.chmod(mode)
+        except OSError:  # gone (the data directory), or not ours to change
+            pass
+
+
+def _remove_if_empty(data_dir: Path) -> None:
+    """The data directory, once the server's data is deleted, is left only if it holds
+    something else (a directory the user gave with files of their own)."""
+    with contextlib.suppress(OSError):
+        data_dir.rmdir()
 
 
 if __name__ == "__main__":
