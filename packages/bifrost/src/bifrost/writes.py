@@ -26,9 +26,13 @@ the transaction, ``perform_upsert`` / ``perform_put(request, actor)``.
   of the arguments needs to reach the store's transaction.
 - :func:`replay_or_conflict` is the one decision on an earlier entry (a replay,
   or :class:`~bifrost.errors.IdempotencyConflict` with :data:`CONFLICT_MESSAGE`);
-  :func:`check_revisions` the one optimistic-locking check
-  (:class:`~bifrost.errors.RevisionMismatch` for the first failing id, in the
-  order ``expected_revisions`` gave them).
+  :func:`check_existing_grant` the one grant decision on the records a write
+  replaces (their stored scopes read in the write's transaction, so two writers
+  under different grants never both succeed on one id; :func:`under_grant` checks
+  the batch's own scopes before it); :func:`check_revisions` the one
+  optimistic-locking check (:class:`~bifrost.errors.RevisionMismatch` for the
+  first failing id, in the order ``expected_revisions`` gave them), after it
+  (:func:`check_replaced` runs both, in that order).
 - The backend package provides the ledger (a :class:`Ledger`: ``lookup``,
   ``record``, ``prune``) inside the write's transaction — ``ratatoskr.sqlite``'s
   ``IdempotencyLedger.within(conn)``, the reference stores' dict ledger under

@@ -2,7 +2,9 @@
 
 Grant rules (the store stays grant-agnostic):
 - ``put_many``: every record inside the grant, and every key that already
-  exists inside it too → else ``Forbidden``, nothing written;
+  exists inside it too → else ``Forbidden``, nothing written (decided by the
+  store, ``AffectWrites``, after validating the whole batch; the existing keys'
+  scopes inside its write transaction);
 - ``get`` / ``get_many``: current records outside the grant look absent;
 - ``history``: a key whose current record is outside the grant gives an empty
   page; revisions whose own scope is outside the grant are dropped from a page

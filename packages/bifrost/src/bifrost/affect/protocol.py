@@ -122,8 +122,10 @@ class AffectWrites(abc.ABC):
         """Append the next revision of every record's key, atomically and idempotently:
         ``{"written": N, "replayed": bool}``.
 
-        Raises InvalidArguments, IdempotencyConflict (same actor and key, other
-        payload), RevisionMismatch (the first failing key of ``expected_revisions``,
+        Raises InvalidArguments (the whole batch is validated first), Forbidden (a
+        record outside ``ctx.scope``, or one replacing a stored record outside it,
+        decided inside the transaction), IdempotencyConflict (same actor and key,
+        other payload), RevisionMismatch (the first failing key of ``expected_revisions``,
         in its order); on any error nothing is written.
         """
         request = under_grant(

@@ -6,7 +6,10 @@ around the (grant-agnostic) store, and returns the verb's result or raises a
 
 - ``upsert_many``: every record's scope must be inside the grant, and every id
   that already exists must be inside it too (else a writer could overwrite a
-  chunk of another scope) → ``Forbidden``, store never asked to write.
+  chunk of another scope) → ``Forbidden``, nothing written. The store decides it
+  (``MemoryWrites``): the whole batch validated first, then the records' own
+  scopes, then — inside its write transaction — the stored scopes of the ids it
+  would replace (:func:`bifrost.dispatch.guarded_write`).
 - ``search``: the grant is ANDed into ``scope_all`` (a contradicting axis →
   ``Forbidden``); rows outside the grant are dropped again afterwards.
 - ``get`` / ``get_many``: records outside the grant are reported absent.

@@ -1,6 +1,8 @@
 """The memory store protocol (the seed's FN blocks). Stores are synchronous; the
-app runs them in a worker thread. Stores are grant-agnostic: the library
-applies the token's scope grant before and after each call."""
+app runs them in a worker thread. Reads are grant-agnostic: the library applies
+the token's scope grant before and after each call. Writes take the grant in
+``ctx`` and decide it in their transaction (:class:`MemoryWrites`, through
+:mod:`bifrost.writes`)."""
 
 from __future__ import annotations
 
@@ -120,9 +122,11 @@ class MemoryWrites(abc.ABC):
         """Store each chunk as the next revision of its id, atomically and idempotently:
         ``{"upserted": N, "replayed": bool}``.
 
-        Raises InvalidArguments, IdempotencyConflict, RevisionMismatch (the first
-        failing id of ``expected_revisions``, in its order); on any error nothing is
-        written.
+        Raises InvalidArguments (the whole batch is validated first), Forbidden (a
+        record outside ``ctx.scope``, or one replacing a stored record outside it,
+        decided inside the transaction), IdempotencyConflict, RevisionMismatch (the
+        first failing id of ``expected_revisions``, in its order); on any error
+        nothing is written.
         """
         request = under_grant(
             validate_upsert(
