@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
-export UV_PYTHON := $(shell command -v $(PYTHON))
+# uv is pointed at the interpreter of the .venv pip made: given a pyenv shim's
+# python3 instead, uv replaced that .venv (and the uv and tox inside it).
+export UV_PYTHON := $(CURDIR)/$(BIN)/python
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 export UV_LINK_MODE := copy
 
