@@ -22,6 +22,9 @@ write is acknowledged only after its commit (``synchronous=FULL``), so every
 write acknowledged before the backup began is in the copy. The copy is written
 to an owner-only temporary file beside the destination, fsynced (SQLite does
 not sync a ``VACUUM INTO`` file), verified, and only then renamed into place.
+The temporaries of both commands are :mod:`ratatoskr.sqlite.temps`' (named
+``….ratatoskr-partial`` / ``….ratatoskr-restoring``, locked while in use); each
+run first removes what killed runs left in its directory.
 
 **Restore** copies the backup beside the target, verifies that copy, then — while
 holding the target so no process can have it open (``inuse.claim_databases``) —
@@ -49,11 +52,10 @@ from ratatoskr.sqlite.files import (
     fsync_directory,
     fsync_file,
     open_existing,
-    owner_only_temp,
-    remove_with_sidecars,
 )
 from ratatoskr.sqlite.inuse import claim_databases
 from ratatoskr.sqlite.migrations import read_meta, recorded_planes, schema_version
+from ratatoskr.sqlite.temps import held_temp, parked_name, remove_stale_temps
 
 __all__ = [
     "BackupResult",
@@ -163,10 +165,10 @@ def backup_database(
         raise StorageUnavailable("destination exists")
     if os.path.isdir(dest):
         raise StorageUnavailable("destination is a directory")
+    remove_stale_temps(os.path.dirname(os.path.abspath(dest)))
     conn = open_existing(source)
     try:
-        tmp = owner_only_temp(dest, "partial")
-        try:
+        with held_temp(dest, "partial") as tmp:
             with translate_errors():
                 before = _source_version(conn, expected)
                 # The INTO file may exist if it is empty: ours is, and already 0600.
@@ -180,9 +182,6 @@ def backup_database(
             size = os.path.getsize(tmp)
             os.replace(tmp, dest)
             fsync_directory(dest)
-        except BaseException:
-            remove_with_sidecars(tmp)
-            raise
     finally:
         conn.close()
     return BackupResult(dest, size, time.monotonic() - started, version)
@@ -221,8 +220,8 @@ def restore_database(
         )
     if os.path.exists(target) and os.path.samefile(backup, target):
         raise InvalidBackup("is the target database itself")
-    tmp = owner_only_temp(target, "restoring")
-    try:
+    remove_stale_temps(os.path.dirname(os.path.abspath(target)))
+    with held_temp(target, "restoring") as tmp:
         _copy_bytes(backup, tmp)
         version = verify_plane_file(tmp, expected)
         _remove_sidecars(tmp)
@@ -232,9 +231,6 @@ def restore_database(
         replaced = os.path.exists(target)
         with claim_databases([target, *also_claim]):
             _replace(tmp, target)
-    except BaseException:
-        remove_with_sidecars(tmp)
-        raise
     return RestoreResult(target, size, version, replaced)
 
 
@@ -256,7 +252,7 @@ def _replace(tmp: str, target: str) -> None:
         for suffix in SIDECAR_SUFFIXES:
             name = target + suffix
             if os.path.lexists(name):
-                parked = f"{tmp}.old{suffix}"
+                parked = parked_name(tmp, suffix)
                 os.replace(name, parked)
                 aside.append((parked, name))
         os.replace(tmp, target)

@@ -47,6 +47,7 @@ from ratatoskr.sqlite.migrations import (
     recorded_planes,
     schema_version,
 )
+from ratatoskr.sqlite.temps import remove_stale_temps
 
 # Compaction lives in its own module; these names stay importable from here.
 __all__ = [
@@ -102,6 +103,10 @@ class Database:
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        if not self.is_memory and not self.options.readonly:
+            # What a killed backup or restore left beside the file goes before it opens
+            # (a restore's parked -wal goes back to it first: see temps.py).
+            remove_stale_temps(os.path.dirname(os.path.abspath(path)))
         self._writer = connect(path, self.options)
         # The files this database is, so a write can tell when the path no longer
         # names them, and the disk's reserve (see ``guard.py``).

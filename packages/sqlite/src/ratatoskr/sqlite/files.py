@@ -1,10 +1,9 @@
-"""Database files as files: opening one without changing it, sibling files, durable renames."""
+"""Database files as files: opening one without changing it, identities, durable renames
+(temporary copies: ``temps.py``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 
 import apsw
 
@@ -17,8 +16,6 @@ __all__ = [
     "fsync_directory",
     "fsync_file",
     "open_existing",
-    "owner_only_temp",
-    "remove_with_sidecars",
 ]
 
 # The files SQLite keeps beside a database: its WAL, the WAL index, a rollback journal.
@@ -62,33 +59,6 @@ def open_existing(path: str, *, load_vec: bool = True) -> apsw.Connection:
             conn.close()
             raise
     return conn
-
-
-def owner_only_temp(beside: str, purpose: str) -> str:
-    """Create an empty file (mode 0600 whatever the umask) in the directory of ``beside``,
-    named after it, and return its path: written there and renamed onto ``beside``, a
-    new file replaces the old one atomically (same filesystem).
-
-    Raises StorageUnavailable when the directory is missing or not writable.
-    """
-    parent = os.path.dirname(os.path.abspath(beside))
-    if not os.path.isdir(parent):
-        raise StorageUnavailable("directory does not exist")
-    try:
-        fd, path = tempfile.mkstemp(
-            dir=parent, prefix=f".{os.path.basename(beside)}.", suffix=f".{purpose}"
-        )
-    except OSError:
-        raise StorageUnavailable("cannot create a file in the directory") from None
-    os.close(fd)  # mkstemp creates 0600
-    return path
-
-
-def remove_with_sidecars(path: str) -> None:
-    """Remove ``path`` and any ``-wal``/``-shm``/``-journal`` beside it; missing is fine."""
-    for name in (path, *(path + s for s in SIDECAR_SUFFIXES)):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(name)
 
 
 def fsync_file(path: str) -> None:
