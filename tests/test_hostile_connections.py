@@ -1,8 +1,9 @@
 """Hostile clients over real sockets against `ratatoskr serve`: idle and slow
-connections are closed after the request deadline, more connections than the
-process can hold are refused at once, and a body is never buffered for a caller
-without a valid token. Each test failed on the code before the fix (sockets held
-forever; 64 × 8 MiB bodies raised RSS by ~700 MB)."""
+connections are closed after the request deadline, a full connection table makes
+room for a new client by closing the connection that has waited longest, and a body
+is never buffered for a caller without a valid token. Each test failed on the code
+before its fix (sockets held forever; /healthz unanswered for 15 s under 256 open
+files; 64 × 8 MiB bodies raised RSS by ~700 MB)."""
 
 from __future__ import annotations
 
@@ -102,17 +103,40 @@ def test_idle_and_dribbling_connections_are_closed_after_the_deadline(
         server.stop()
 
 
-def test_more_sockets_than_file_descriptors_cannot_take_the_service_down(
+def _low_fd_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_connection_table_still_lets_new_clients_in(
+    server_env: dict[str, str], tmp_path: Path, workers: int
+) -> None:
+    """Under a 256 open-file limit (a cap of 192 connections per process), 300 idle
+    sockets per worker — no token, no byte sent, never let go. Before the fix every
+    connection past the cap was closed at once, so no /healthz was answered until the
+    15 s deadline freed the table; now each new connection closes the one that has
+    waited longest, and a client gets in at once while the attacker holds on."""
+    server = start_server(
+        ["serve", "--workers", str(workers)], server_env, tmp_path, preexec_fn=_low_fd_limit
+    )
+    try:
+        with _sockets(server, 300 * workers) as attack:
+            for _ in range(5):
+                start = time.monotonic()
+                assert _healthy(server, timeout=2.0)
+                assert time.monotonic() - start < 2.0
+            # The oldest sockets made the room; the newest are still held open.
+            assert _closed_by_server(attack[0], 2.0)
+            assert not _closed_by_server(attack[-1], 0.2)
+    finally:
+        server.stop()
+
+
+def test_idle_sockets_are_still_closed_at_the_deadline_under_256_fds(
     fast_deadline_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """Under a 256 open-file limit, 300 idle sockets once made every /healthz time out
-    until the attacker let go. Now the ones past the cap are closed at once, the rest
-    at the deadline, and the service recovers while the attacker still holds them."""
-
-    def low_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-
-    server = start_server(["serve"], fast_deadline_env, tmp_path, preexec_fn=low_limit)
+    """The same 300 sockets with a 1 s deadline: all closed by the server by then."""
+    server = start_server(["serve"], fast_deadline_env, tmp_path, preexec_fn=_low_fd_limit)
     try:
         with _sockets(server, 300) as attack:
             time.sleep(DEADLINE_S + 1.5)

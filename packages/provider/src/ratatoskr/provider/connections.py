@@ -41,8 +41,11 @@ __all__ = ["GuardedHttpToolsProtocol", "ProviderConfig"]
 
 _log = logging.getLogger("ratatoskr.serve")
 _HEAD_END = b"\r\n\r\n"  # llhttp accepts CRLF only (bare LF and folding are 400)
-# How long a refused connection keeps reading (and dropping) what the client still sends.
+# How long a refused connection stays open, and how much of what the client still
+# sends it reads (and drops) meanwhile, so that a client which sends its whole head
+# before reading sees the 431 rather than a reset; past that it is no longer read.
 _LINGER_S = 1.0
+_LINGER_BYTES = 256 * 1024
 # A head's bytes beside its method, URL and header lines: " ", " HTTP/1.1\r\n", "\r\n".
 _REQUEST_LINE_AND_END = 1 + 11 + 2
 _SHORTEST_METHOD = 3  # GET, PUT
@@ -109,6 +112,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # Why the head was refused; a 431 is owed once the responses in flight are sent.
         self._refused: str | None = None
         self._answered = False
+        self._dropped = 0
 
     # Connection life
 
@@ -144,7 +148,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._refusing():
-            return  # the rest of a refused head, or what followed it: never parsed
+            # The rest of a refused head, or what followed it: never parsed.
+            self._dropped += len(data)
+            if self._dropped > _LINGER_BYTES:
+                self.flow.pause_reading()
+            return
         if self._deadline is None:
             self._arm()  # the first byte of a request on a kept-alive connection
         size = len(data)
