@@ -269,3 +269,98 @@ def unusable(path: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["umount", str(path)], check=True)
+
+
+def _kill_mid_copy(args: list[str], env: dict[str, str], cwd: Path, where: Path) -> None:
+    """Run ``ratatoskr <args>`` and SIGKILL it once its temporary copy in ``where`` has
+    a MiB in it (issue 22, finding 6)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
+    full.update(env)
+    proc = subprocess.Popen([sys.executable, "-m", "ratatoskr.provider", *args], env=full, cwd=cwd)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            copies = [p for p in where.iterdir() if p.name.endswith(("-partial", "-restoring"))]
+            if copies and copies[0].stat().st_size > 1 << 20:
+                break
+            time.sleep(0.001)
+        assert proc.poll() is None, "the command ended before it could be killed"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _leftovers(where: Path) -> list[str]:
+    return sorted(n for n in os.listdir(where) if ".ratatoskr-" in n or ".old-" in n)
+
+
+def test_killed_backup_and_restore_leave_nothing_after_the_next_start(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    from bifrost.context import DispatchContext  # noqa: PLC0415
+    from ratatoskr.memory import open_memory_store  # noqa: PLC0415
+
+    store = open_memory_store(server_env["RATATOSKR_MEMORY_DB"], embedding_dim=8)
+    ctx = DispatchContext(actor="seed", scope=GRANT)
+    for start in range(0, 8000, 1000):
+        store.upsert_many(
+            [
+                {
+                    "id": f"big-{i}",
+                    "embedding": [0.5] * 8,
+                    "scope": GRANT,
+                    "content": os.urandom(2000).hex(),
+                }
+                for i in range(start, start + 1000)
+            ],
+            idempotency_key=f"big-{start}",
+            ctx=ctx,
+        )
+    store.close()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    done = cli(["backup", "--plane", "memory", "--to", str(kept / "full.db")], server_env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    # A backup killed with its destination beside the live file, and a restore killed
+    # mid-copy: before the fix both left a hidden full copy there for good.
+    _kill_mid_copy(
+        ["backup", "--plane", "memory", "--to", str(tmp_path / "copy.db")],
+        server_env,
+        tmp_path,
+        tmp_path,
+    )
+    _kill_mid_copy(
+        ["restore", "--plane", "memory", "--from", str(kept / "full.db")],
+        server_env,
+        tmp_path,
+        tmp_path,
+    )
+    assert _leftovers(tmp_path)
+    server = start_server(["serve"], server_env, tmp_path)
+    try:
+        assert _leftovers(tmp_path) == []
+        client = memory_client(server.base_url)
+        assert len(client.get_many(["big-0", "big-7999"])) == 2
+        client.close()
+    finally:
+        server.close()
+    # The next backup and restore clean their own directories too.
+    _kill_mid_copy(
+        ["backup", "--plane", "memory", "--to", str(kept / "again.db")],
+        server_env,
+        tmp_path,
+        kept,
+    )
+    assert _leftovers(kept)
+    done = cli(["backup", "--plane", "memory", "--to", str(kept / "b.db")], server_env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _leftovers(kept) == []
+    _kill_mid_copy(
+        ["restore", "--plane", "memory", "--from", str(kept / "b.db")],
+        server_env,
+        tmp_path,
+        tmp_path,
+    )
+    done = cli(["restore", "--plane", "memory", "--from", str(kept / "b.db")], server_env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _leftovers(tmp_path) == []
