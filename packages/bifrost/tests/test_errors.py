@@ -16,6 +16,7 @@ from bifrost.errors import (
     PayloadTooLarge,
     RevisionMismatch,
     Unauthenticated,
+    Unavailable,
     UnknownVerb,
     UnsupportedVerb,
     UnsupportedWireVersion,
@@ -36,6 +37,7 @@ WIRE_TABLE: list[tuple[type[BifrostError], str, int]] = [
     (InvalidFilter, "memory.invalid_filter", 400),
     (IdempotencyConflict, "memory.idempotency_conflict", 409),
     (Internal, "bifrost.internal", 500),
+    (Unavailable, "bifrost.unavailable", 503),  # ours: storage gone or failing over
 ]
 
 

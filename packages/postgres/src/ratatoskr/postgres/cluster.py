@@ -210,9 +210,11 @@ def start_pair(
     standby = Node("standby", base / "standby", _free_port(), bin_dir)
     pair = Pair(base, primary, standby, synchronous)
     try:
+        no_sync = () if durable else ("--no-sync",)
         primary.run(
-            "initdb", "-D", str(primary.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"
-        )
+            "initdb", "-D", str(primary.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+            *no_sync,
+        )  # fmt: skip
         common = {
             "listen_addresses": "127.0.0.1",
             "unix_socket_directories": "",
@@ -237,7 +239,7 @@ def start_pair(
         primary.run(
             "pg_basebackup",
             "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-            "-D", str(standby.data), "-R", "-X", "stream", "-c", "fast",
+            "-D", str(standby.data), "-R", "-X", "stream", "-c", "fast", *no_sync,
         )  # fmt: skip
         with (standby.data / "postgresql.conf").open("a") as conf:
             # Its own port; promoted, it has no standby to wait for.
