@@ -10,14 +10,19 @@ from __future__ import annotations
 import asyncio
 import socket
 import statistics
+import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from bifrost.client import BifrostClient
 from bifrost.consumer.testing.helpers import envelope_bytes, signed_headers
-from ratatoskr.provider.serving import bind_socket
+from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
+from ratatoskr.provider.serving import bind_socket, connection_cap
+from ratatoskr.provider.settings import Settings
 
 from .conftest import KEY, Server
 
@@ -102,3 +107,69 @@ def test_sequential_keep_alive_calls_are_far_under_the_nagle_delay(server: Serve
     # bifrost's own client (keep-alive, a token minted per call) too.
     assert _p50_ms(memory.health) < 20
     memory.close()
+
+
+def test_the_connection_cap_leaves_the_planes_their_files(caplog: pytest.LogCaptureFixture) -> None:
+    """The cap keeps room below the open-file limit for every plane's reader threads
+    (2 × 40 descriptors each, plus 64): at a generous limit it is the setting; at 256
+    the floor of 16, with a warning naming the limit (the protocol then also closes
+    waiting connections when a new socket's descriptor nears the limit)."""
+    settings = Settings(max_connections=1024)
+    assert connection_cap(settings, 1 << 20, 3) == 1024
+    assert not caplog.records
+    assert connection_cap(settings, 1024, 3) == 1024 - 64 - 240
+    assert connection_cap(settings, 256, 3) == 16
+    assert "open-file limit (256)" in caplog.text
+
+
+def test_connections_make_room_when_descriptors_near_the_limit() -> None:
+    """Below the connection cap, a new socket numbered within 32 of the open-file limit
+    still closes the connection that has waited longest (the planes' reader threads
+    may hold more files than the cap foresaw), so the client behind it is served."""
+
+    async def app(scope: dict[str, object], receive: object, send: Any) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    config = ProviderConfig(
+        app,
+        request_timeout_s=30,
+        max_connections=100_000,
+        max_head_bytes=65536,
+        max_headers=100,
+        open_file_limit=1 << 20,  # set below, once the server's loop holds its own files
+        http=GuardedHttpToolsProtocol,
+        loop="uvloop",
+        lifespan="off",
+        log_level="warning",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        probe = socket.socket()
+        # Room for about 8 more descriptors (4 connections: the client ends are ours too).
+        config.open_file_limit = probe.fileno() + 32 + 8
+        probe.close()
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+        answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+        assert answer.status_code == 200
+        idle[0].settimeout(2)
+        assert idle[0].recv(1) == b""  # the oldest made room
+        idle[-1].settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            idle[-1].recv(1)  # the newest is still held
+    finally:
+        for s in idle:
+            s.close()
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

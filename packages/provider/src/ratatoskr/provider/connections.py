@@ -49,6 +49,8 @@ _LINGER_BYTES = 256 * 1024
 # A head's bytes beside its method, URL and header lines: " ", " HTTP/1.1\r\n", "\r\n".
 _REQUEST_LINE_AND_END = 1 + 11 + 2
 _SHORTEST_METHOD = 3  # GET, PUT
+# Descriptors kept free below the open-file limit whatever the connection count.
+_FD_HEADROOM = 32
 
 
 class ProviderConfig(uvicorn.Config):
@@ -63,11 +65,13 @@ class ProviderConfig(uvicorn.Config):
         max_connections: int,
         max_head_bytes: int,
         max_headers: int,
+        open_file_limit: int,
         **kwargs: Any,
     ) -> None:
         super().__init__(app, **kwargs)
         self.request_timeout_s = request_timeout_s
         self.max_connections = max_connections
+        self.open_file_limit = open_file_limit
         self.max_head_bytes = max_head_bytes
         self.max_headers = max_headers
 
@@ -97,6 +101,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._max_connections = int(getattr(config, "max_connections", 1024))
         self._max_head_bytes = int(getattr(config, "max_head_bytes", 64 * 1024))
         self._max_headers = int(getattr(config, "max_headers", 100))
+        limit = int(getattr(config, "open_file_limit", 0))
+        # A new socket numbered this high means every descriptor below it is taken.
+        self._crowded_fd = limit - _FD_HEADROOM if limit else 1 << 30
         self._deadline: asyncio.TimerHandle | None = None
         self._waiting = _waiting_of(self.server_state)
         # The request head being received: True until the parser reports it complete.
@@ -118,7 +125,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self._max_connections and not self._evict_one():
+        if self._crowded(transport) and not self._evict_one():
             _log.debug("connection refused: %d open, none waiting", len(self.connections) - 1)
             transport.close()
             return
@@ -129,6 +136,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._waiting.pop(self, None)
         self._disarm()
         super().connection_lost(exc)
+
+    def _crowded(self, transport: asyncio.Transport) -> bool:
+        """Past the connection cap — or so near the open-file limit that the planes'
+        files (a new reader thread) or the next accept could fail."""
+        if len(self.connections) > self._max_connections:
+            return True
+        sock = transport.get_extra_info("socket")
+        return sock is not None and sock.fileno() >= self._crowded_fd
 
     def _evict_one(self) -> bool:
         """Close the connection that has waited longest; False if none is waiting."""
