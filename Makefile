@@ -57,6 +57,13 @@ run: $(VENV)/.synced-run
 run-postgres: bootstrap
 	$(BIN)/python tools/run_postgres.py
 
+# `make run-postgres` on a primary + synchronous standby (throwaway, data in a temporary
+# directory), the provider on the multi-host DSN; it prints how to kill the primary and
+# promote the standby by hand. Ctrl-C stops all three and deletes the data.
+.PHONY: run-postgres-ha
+run-postgres-ha: bootstrap
+	$(BIN)/python tools/run_postgres_ha.py
+
 # The long reliability runs (tests/reliability, marker `soak`; `make test` skips them):
 # SIGKILL rounds, load, fuzzing. Figures go to var/reliability/ and docs/reliability.md.
 soak: bootstrap
