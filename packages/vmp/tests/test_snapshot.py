@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ratatoskr.vmp import CapacityExceeded, InvalidArgument, VmpStore, open_vmp_store
-from ratatoskr.vmp import store as store_module
+from ratatoskr.vmp import restore as restore_module
 from ratatoskr.vmp.canonical import MAX_JSON_BYTES
 from ratatoskr.vmp.snapshot import (
     MAGIC,
@@ -255,7 +255,7 @@ def test_a_file_changed_between_check_and_write_is_rolled_back(
     blob = big_blob(3000)
     path = tmp_path / "snap.bin"
     path.write_bytes(blob)
-    real = store_module.open_snapshot  # type: ignore[attr-defined]  # patched where it is used
+    real = restore_module.open_snapshot  # type: ignore[attr-defined]  # patched where it is used
 
     def tamper(file: Any, **kwargs: Any) -> Any:
         if change == "another valid snapshot":
@@ -275,7 +275,7 @@ def test_a_file_changed_between_check_and_write_is_rolled_back(
         file.seek(here)
         return real(file, **kwargs)
 
-    monkeypatch.setattr(store_module, "open_snapshot", tamper)
+    monkeypatch.setattr(restore_module, "open_snapshot", tamper)
     with open(path, "r+b") as file, pytest.raises(InvalidArgument):
         store.restore_from_file(file)
     assert (store.state_hash(), store.record_count()) == (before, records)
