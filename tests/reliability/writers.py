@@ -21,7 +21,7 @@ import httpx
 from bifrost.client import BifrostClient
 from ratatoskr.vmp import Unavailable, VmpStore
 from ratatoskr.vmp.client import VmpClient
-from ratatoskr.vmp.snapshot import decode_snapshot
+from ratatoskr.vmp.snapshot_reader import decode_snapshot
 
 from .support import MEMORY_DIM, VMP_DIM
 

@@ -19,7 +19,7 @@ import pytest
 
 from ratatoskr.vmp import open_vmp_store
 from ratatoskr.vmp.fixedpoint import squared_l2, to_fixed_vector
-from ratatoskr.vmp.snapshot import decode_snapshot
+from ratatoskr.vmp.snapshot_reader import decode_snapshot
 
 WORKER = Path(__file__).with_name("determinism_worker.py")
 DIM = 16

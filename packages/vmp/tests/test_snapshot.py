@@ -21,9 +21,9 @@ from ratatoskr.vmp.snapshot import (
     NodeRow,
     RecordRow,
     VmpState,
-    decode_snapshot,
     encode_snapshot,
 )
+from ratatoskr.vmp.snapshot_reader import decode_snapshot
 
 from .conftest import DIM, vec
 

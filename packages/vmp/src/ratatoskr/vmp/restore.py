@@ -16,7 +16,7 @@ from typing import IO
 
 from ratatoskr.sqlite import Database
 from ratatoskr.vmp.errors import CapacityExceeded, InternalError, InvalidArgument
-from ratatoskr.vmp.snapshot import SnapshotCounts, check_snapshot, open_snapshot
+from ratatoskr.vmp.snapshot_reader import SnapshotCounts, check_snapshot, open_snapshot
 from ratatoskr.vmp.storage_errors import storage_errors
 
 SnapshotSource = str | os.PathLike[str] | IO[bytes]
