@@ -37,7 +37,8 @@ from ratatoskr.sqlite.driver import (
     load_sqlite_vec,
     translate_errors,
 )
-from ratatoskr.sqlite.errors import SchemaMismatch, StorageUnavailable
+from ratatoskr.sqlite.erasure import BACKGROUND_BUSY_MS, Eraser
+from ratatoskr.sqlite.errors import SchemaMismatch, StorageError, StorageUnavailable
 from ratatoskr.sqlite.guard import FileGuard
 from ratatoskr.sqlite.migrations import (
     Migration,
@@ -103,6 +104,9 @@ class Database:
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        # Erasures pending a truncating checkpoint (see erasure.py): a store calls
+        # ``erasure.erased()`` after a delete commits.
+        self.erasure = Eraser(self.truncate_wal)
         if not self.is_memory and not self.options.readonly:
             # What a killed backup or restore left beside the file goes before it opens
             # (a restore's parked -wal goes back to it first: see temps.py).
@@ -223,6 +227,25 @@ class Database:
         with translate_errors():
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
+    def truncate_wal(self, busy_ms: int) -> bool:
+        """Checkpoint the whole WAL into the file and cut it to zero bytes
+        (``wal_checkpoint(TRUNCATE)``) on the writer connection, waiting at most
+        ``busy_ms`` for readers of older snapshots (of any process); True when the WAL
+        is empty afterwards. This process's writes wait meanwhile (the checkpoint holds
+        the write lock anyway). Raises StorageError subclasses."""
+        if self.is_memory:
+            return True
+        with self._lock:
+            self._check_open()
+            conn = self._writer
+            with translate_errors():
+                conn.set_busy_timeout(max(0, int(busy_ms)))
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
+                finally:
+                    conn.set_busy_timeout(self.options.busy_timeout_ms)
+        return busy == 0
+
     def compact(self, *, full: bool = False, prepare: Prepare | None = None) -> CompactReport:
         """Give the file's free pages back to the filesystem (deleted rows leave them;
         SQLite reuses them for later writes but never shrinks the file by itself).
@@ -267,7 +290,12 @@ class Database:
 
         Waits for a write in progress. A read in progress on another thread keeps its
         connection until it ends, and that thread closes it then (apsw refuses to close
-        a connection another thread is using)."""
+        a connection another thread is using). An erasure still pending gets one last
+        truncating checkpoint."""
+        self.erasure.stop()
+        if self.erasure.pending and not self._closed:
+            with contextlib.suppress(StorageError):
+                self.truncate_wal(BACKGROUND_BUSY_MS)
         with self._lock:
             if self._closed:
                 return

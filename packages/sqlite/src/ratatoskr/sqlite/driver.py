@@ -53,6 +53,11 @@ class ConnectionOptions:
     # Free bytes the filesystem keeps for deletes and token records: below it, a write
     # that would grow the file is refused (StorageFull). 0: no reserve. See guard.py.
     disk_reserve_bytes: int = 0
+    # Deleted content overwritten with zeros (cells, freed pages, overflow chains), so an
+    # erased record leaves no bytes in the file once the WAL is checkpointed (see
+    # erasure.py). ON, not FAST: FAST leaves freed pages (a record's overflow chain)
+    # as they were. Cost measured in benchmarks/README.md ("Erasure").
+    secure_delete: bool = True
 
 
 def driver_versions() -> dict[str, str]:
@@ -111,6 +116,7 @@ def connect(path: str, options: ConnectionOptions | None = None) -> apsw.Connect
             conn.execute(f"PRAGMA journal_size_limit={int(opts.journal_size_limit)}")
             conn.execute(f"PRAGMA wal_autocheckpoint={int(opts.wal_autocheckpoint)}")
             conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA secure_delete={'ON' if opts.secure_delete else 'OFF'}")
             if path != MEMORY_PATH:
                 conn.execute(f"PRAGMA mmap_size={int(opts.mmap_size)}")
             if opts.max_page_count is not None:
