@@ -100,7 +100,7 @@ def test_sync_client_memory() -> None:
         with pytest.raises(Forbidden):
             c.search(recs[0]["embedding"], top_k=1, scope_all={"tenant": "u"})
         with pytest.raises(UnsupportedVerb):
-            c.call("scan")
+            c.call("mark_invalid")
         with pytest.raises(UnknownVerb) as unknown:
             c.call("frobnicate")
         assert unknown.value.wire_code() == "bifrost.unknown_verb"

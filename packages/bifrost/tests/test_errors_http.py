@@ -41,6 +41,7 @@ def test_success_shape(memory_wire: Wire) -> None:
             "distance": "cosine",
             "max_batch": 1000,
             "max_top_k": 1000,
+            "max_page": 1000,
         },
     }
 
@@ -100,7 +101,6 @@ def test_forbidden(memory_wire: Wire) -> None:
     [
         "upsert_edges",
         "get_edges_for",
-        "scan",
         "mark_invalid",
         "mark_superseded",
         "patch_many",
@@ -259,7 +259,7 @@ def test_handshake(memory_wire: Wire, affect_wire: Wire) -> None:
     assert res["consumer_id"] == "ratatoskr"
     assert res["capabilities"]["optimistic_locking_supported"] is True
     assert "search" in res["verbs"]
-    assert "scan" not in res["verbs"]
+    assert "scan" in res["verbs"]
     res = affect_wire.ok("handshake", {"plane": "affect"}, route="/bifrost/handshake")
     assert res["capabilities"]["history_supported"] is True
     resp = memory_wire.call("handshake", {"plane": "affect"}, route="/bifrost/handshake")

@@ -33,7 +33,8 @@ def test_the_table_names_the_two_wire_planes() -> None:
         "keys",
         "put_many",
     )
-    assert "scan" in MEMORY_PLANE.gated_verbs and not AFFECT_PLANE.gated_verbs
+    assert "mark_invalid" in MEMORY_PLANE.gated_verbs and not AFFECT_PLANE.gated_verbs
+    assert "scan" not in MEMORY_PLANE.gated_verbs and "scan" in MEMORY_PLANE.verb_names
 
 
 @pytest.mark.parametrize("name", ["vmp", "", None, 3, "Memory"])

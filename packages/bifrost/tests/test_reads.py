@@ -15,7 +15,7 @@ from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.errors import InvalidArguments
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.protocol import MemoryReads, ScopeLookup
-from bifrost.memory.validation import SearchQuery
+from bifrost.memory.validation import ScanQuery, SearchQuery
 from bifrost.records import distinct_ids
 
 
@@ -31,6 +31,10 @@ class Memory(MemoryReads):
     def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
         self.seen.append(("search", query))
         return [{"chunk_id": "a"}]
+
+    def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
+        self.seen.append(("scan", query))
+        return [(i, {"id": i, "revision": 1}) for i in ("a", "b", "c")[: query.limit + 1]]
 
     def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         self.seen.append(("get", list(ids)))

@@ -188,7 +188,6 @@ def test_dispatch_routing() -> None:
     for verb in (
         "upsert_edges",
         "get_edges_for",
-        "scan",
         "mark_invalid",
         "mark_superseded",
         "patch_many",
@@ -236,6 +235,7 @@ def test_spy_store_records_each_verb_that_reaches_it() -> None:
         env("health"),
         {**env("upsert_many", {"records": [rec]}), "idempotency_key": "k"},
         env("search", {"vector": [1.0, 0.0], "top_k": 1}),
+        env("scan"),
         env("get", {"chunk_id": "a"}),
         env("get_many", {"ids": ["a"]}),
         env("delete_many", {"ids": ["a"]}),
@@ -243,8 +243,9 @@ def test_spy_store_records_each_verb_that_reaches_it() -> None:
     results = [dispatch_memory_call(store, e, ctx) for e in calls]
     assert store.calls == list(MEMORY_VERBS)
     assert results[2] == {"upserted": 1, "replayed": False}
-    assert results[4] == {**rec, "revision": 1}
-    assert results[6] == {"deleted": 1}
+    assert results[4] == {"items": [{**rec, "revision": 1}], "next_after_id": None}
+    assert results[5] == {**rec, "revision": 1}
+    assert results[7] == {"deleted": 1}
     with pytest.raises(InvalidArguments):
         store.get_many("a")  # type: ignore[arg-type]
     assert store.calls[-1] == "get_many"  # recorded before the reference store refused it

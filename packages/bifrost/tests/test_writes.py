@@ -253,6 +253,7 @@ def test_health_helpers_are_what_the_reference_stores_answer() -> None:
         "distance": "cosine",
         "max_batch": 3,
         "max_top_k": 4,
+        "max_page": 1000,
     }
     assert InMemoryMemoryStore(2, max_batch=3, max_top_k=4).health() == memory_health(
         embedding_dim=2, max_batch=3, max_top_k=4

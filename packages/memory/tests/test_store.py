@@ -84,6 +84,7 @@ def test_caps(store: RatatoskrMemoryStore) -> None:
         "distance": "cosine",
         "max_batch": 1000,
         "max_top_k": 1000,
+        "max_page": 1000,
     }
 
 

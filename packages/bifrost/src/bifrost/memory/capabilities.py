@@ -34,7 +34,6 @@ GATED_VERB_CAPABILITY: dict[str, str | None] = {
     "upsert_edges": "relational_edges_supported",
     "get_edges_for": "relational_edges_supported",
     "atomic_supersede": "atomic_supersede_supported",
-    "scan": None,
     "mark_invalid": None,
     "mark_superseded": None,
     "patch_many": None,

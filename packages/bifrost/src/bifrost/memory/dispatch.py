@@ -12,6 +12,9 @@ around the (grant-agnostic) store, and returns the verb's result or raises a
   would replace (:func:`bifrost.dispatch.guarded_write`).
 - ``search``: the grant is ANDed into ``scope_all`` (a contradicting axis →
   ``Forbidden``); rows outside the grant are dropped again afterwards.
+- ``scan``: as ``search`` (the grant ANDed into ``scope_all``, items outside it
+  dropped again); a store without ``scan`` (:class:`MemoryScan`) answers
+  ``UnsupportedVerb`` and its handshake does not list the verb.
 - ``get`` / ``get_many``: records outside the grant are reported absent.
 - ``delete_many``: the ids are first read (``get_many``) and only those inside
   the grant are passed to the store. A record moved out of the grant between
@@ -34,10 +37,12 @@ from bifrost.dispatch import (
     guarded_write,
     plane_handshake,
     visible,
+    visible_items,
 )
 from bifrost.envelope import Envelope
+from bifrost.errors import UnsupportedVerb
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
-from bifrost.memory.protocol import MemoryDataStore, ScopeLookup
+from bifrost.memory.protocol import MemoryDataStore, MemoryScan, ScopeLookup
 from bifrost.memory.validation import record_id, validate_id
 from bifrost.scope import inside_grant
 
@@ -77,6 +82,22 @@ def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     if ctx.scope:
         rows = [r for r in rows if visible(r.get("chunk") or {}, ctx.scope)]
     return rows
+
+
+def _scan(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
+    if not isinstance(store, MemoryScan):
+        raise UnsupportedVerb("scan is not implemented by this store")
+    args = env.args
+    scope_all, scope_any = granted_scope(store, args, ctx.scope)
+    page = store.scan(
+        scope_all=scope_all,
+        scope_any=scope_any,
+        metadata_filter=args.get("metadata_filter"),
+        limit=args.get("limit"),
+        after_id=args.get("after_id"),
+        include=args.get("include"),
+    )
+    return visible_items(page, ctx.scope)
 
 
 def _get(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
@@ -121,6 +142,11 @@ MEMORY_VERB_SPECS: dict[str, VerbSpec] = {
         ("vector", "top_k"),
         run=_search,
     ),
+    "scan": VerbSpec(
+        ("scope_all", "scope_any", "metadata_filter", "limit", "after_id", "include"),
+        (),
+        run=_scan,
+    ),
     "get": VerbSpec(("chunk_id",), ("chunk_id",), run=_get),
     "get_many": VerbSpec(("ids",), ("ids",), run=_get_many),
     "delete_many": VerbSpec(("ids",), ("ids",), run=_delete_many),
@@ -135,10 +161,10 @@ def dispatch_memory_call(
     """Dispatch one memory envelope (an :class:`Envelope` or its dict form).
 
     Raises ``MalformedEnvelope`` / ``UnsupportedWireVersion`` (dict envelopes),
-    ``UnknownVerb``, ``UnsupportedVerb`` (gated verbs: none is implemented by this
-    library version, and answering unsupported keeps advertise-implies-implement
-    honest, see README), ``InvalidArguments``, ``InvalidFilter``, ``Forbidden`` and
-    whatever typed error the store raises.
+    ``UnknownVerb``, ``UnsupportedVerb`` (gated verbs this library does not implement,
+    and ``scan`` on a store without it: answering unsupported keeps
+    advertise-implies-implement honest, see README), ``InvalidArguments``,
+    ``InvalidFilter``, ``Forbidden`` and whatever typed error the store raises.
     """
     return dispatch_verb(store, envelope, ctx, MEMORY_VERB_SPECS, unsupported=GATED_VERB_CAPABILITY)
 
@@ -146,5 +172,7 @@ def dispatch_memory_call(
 def memory_handshake(
     store: MemoryDataStore, envelope: Envelope | Mapping[str, Any], ctx: DispatchContext
 ) -> dict[str, Any]:
-    """The ``handshake`` verb for the memory plane."""
-    return plane_handshake(store, envelope, ctx, plane="memory", verbs=MEMORY_VERBS)
+    """The ``handshake`` verb for the memory plane (``scan`` listed when the store
+    implements it)."""
+    verbs = [v for v in MEMORY_VERBS if v != "scan" or isinstance(store, MemoryScan)]
+    return plane_handshake(store, envelope, ctx, plane="memory", verbs=verbs)

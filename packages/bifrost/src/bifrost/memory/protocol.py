@@ -13,16 +13,26 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from bifrost.context import DispatchContext
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
+    DEFAULT_MAX_PAGE,
+    ScanQuery,
     SearchQuery,
     ValidatedChunk,
     validate_id,
+    validate_scan,
     validate_search,
     validate_upsert,
 )
 from bifrost.records import distinct_ids
 from bifrost.writes import WriteRequest, under_grant
 
-__all__ = ["MemoryDataStore", "MemoryReads", "MemoryWrites", "ScopeLookup", "memory_health"]
+__all__ = [
+    "MemoryDataStore",
+    "MemoryReads",
+    "MemoryScan",
+    "MemoryWrites",
+    "ScopeLookup",
+    "memory_health",
+]
 
 
 @runtime_checkable
@@ -85,7 +95,29 @@ class ScopeLookup(Protocol):
     def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]: ...
 
 
-def memory_health(*, embedding_dim: int, max_batch: int, max_top_k: int) -> dict[str, Any]:
+@runtime_checkable
+class MemoryScan(Protocol):
+    """A store that implements ``scan`` (memory-plane.md "Beyond v1"): the handshake
+    advertises the verb only for such a store; any other answers UnsupportedVerb."""
+
+    def scan(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+        after_id: str | None = None,
+        include: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``{"items": [record + revision, …], "next_after_id": str | None}``; raises
+        InvalidArguments, InvalidFilter."""
+        ...
+
+
+def memory_health(
+    *, embedding_dim: int, max_batch: int, max_top_k: int, max_page: int = DEFAULT_MAX_PAGE
+) -> dict[str, Any]:
     """What ``health`` returns for a store with these settings: static facts, never
     counts of data (every memory store answers with this dict)."""
     return {
@@ -95,6 +127,7 @@ def memory_health(*, embedding_dim: int, max_batch: int, max_top_k: int) -> dict
         "distance": "cosine",
         "max_batch": max_batch,
         "max_top_k": max_top_k,
+        "max_page": max_page,
     }
 
 
@@ -159,10 +192,13 @@ class MemoryReads(abc.ABC):
     max_batch: int
     max_top_k: int
     max_scope_any: int
+    max_page: int = DEFAULT_MAX_PAGE
+    filterable_fields: tuple[str, ...] = ()
+    """The declared filterable fields (:mod:`bifrost.memory.filters`); none: v1."""
 
     def describe_store(self) -> dict[str, Any]:
-        """Exactly the v1 capability dict (INV-006)."""
-        return StoreCapabilities().to_dict()
+        """Exactly the v1 capability dict (INV-006), listing the filterable fields."""
+        return StoreCapabilities(filterable_metadata_fields=list(self.filterable_fields)).to_dict()
 
     def search(
         self,
@@ -193,8 +229,41 @@ class MemoryReads(abc.ABC):
                 embedding_dim=self.embedding_dim,
                 max_top_k=self.max_top_k,
                 max_scope_any=self.max_scope_any,
+                filterable=self.filterable_fields,
             )
         )
+
+    def scan(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+        after_id: str | None = None,
+        include: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One keyset page of the records in scope (and filter), ascending ``chunk_id``
+        (code-point order) after ``after_id``: ``{"items": [record + revision, …],
+        "next_after_id"}``, the last item's id when more follow, else None.
+
+        Raises InvalidArguments / InvalidFilter.
+        """
+        query = validate_scan(
+            scope_all,
+            scope_any,
+            metadata_filter,
+            limit,
+            after_id,
+            include,
+            max_page=self.max_page,
+            max_scope_any=self.max_scope_any,
+            filterable=self.filterable_fields,
+        )
+        found = self.perform_scan(query)
+        page = found[: query.limit]
+        more = len(found) > query.limit
+        return {"items": [r for _, r in page], "next_after_id": page[-1][0] if more else None}
 
     def get(self, chunk_id: str) -> dict[str, Any] | None:
         """The record as written plus ``revision``, or None. Raises InvalidArguments."""
@@ -218,6 +287,14 @@ class MemoryReads(abc.ABC):
     @abc.abstractmethod
     def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
         """The rows of a validated search (see :meth:`search`)."""
+
+    @abc.abstractmethod
+    def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
+        """Up to ``query.limit + 1`` ``(chunk_id, record)`` pairs passing ``query``
+        (scope, filter, ids above ``after_id``) in ascending id order, each record plus
+        its ``revision`` and without its embedding field unless
+        ``query.include_embedding`` (:func:`~bifrost.memory.validation.scan_item`);
+        all read in one snapshot."""
 
     @abc.abstractmethod
     def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -8,10 +8,12 @@ never by its content, embedding or scope values.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bifrost.errors import InvalidArguments
+from bifrost.memory.filters import MetadataFilter, validate_filter
 from bifrost.records import (
     DEFAULT_MAX_BATCH,
     MAX_ID_BYTES,
@@ -30,13 +32,16 @@ from bifrost.writes import WriteRequest, build_write_request, validate_idempoten
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_PAGE",
     "DEFAULT_MAX_TOP_K",
     "MAX_ID_BYTES",
+    "ScanQuery",
     "SearchQuery",
     "ValidatedChunk",
     "embedding_field",
     "json_copy",
     "record_id",
+    "scan_item",
     "search_row",
     "unit_vector",
     "validate_embedding",
@@ -44,11 +49,15 @@ __all__ = [
     "validate_id",
     "validate_ids",
     "validate_records_common",
+    "validate_scan",
     "validate_search",
     "validate_upsert",
 ]
 
 DEFAULT_MAX_TOP_K = 1000
+# Records a ``scan`` page may hold (``limit`` 1 … max_page; memory-plane.md "Beyond v1").
+DEFAULT_MAX_PAGE = 1000
+DEFAULT_PAGE = 100
 _ID_FIELDS = ("id", "chunk_id", "memory_id")
 _INCLUDE_KEYS = frozenset({"embedding"})
 
@@ -78,6 +87,20 @@ class SearchQuery:
     top_k: int
     scope_all: dict[str, str]
     scope_any: list[dict[str, str]]
+    include_embedding: bool
+    metadata_filter: MetadataFilter | None = None
+
+
+@dataclass(frozen=True)
+class ScanQuery:
+    """A validated ``scan``: records in scope (and filter) whose id is above
+    ``after_id`` (None: from the start), at most ``limit`` of them in id order."""
+
+    scope_all: dict[str, str]
+    scope_any: list[dict[str, str]]
+    metadata_filter: MetadataFilter | None
+    limit: int
+    after_id: str | None
     include_embedding: bool
 
 
@@ -221,10 +244,13 @@ def validate_search(
     embedding_dim: int,
     max_top_k: int,
     max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    filterable: Sequence[str] = (),
 ) -> SearchQuery:
     """Validate a ``search`` call: ``vector`` as an embedding; ``top_k`` an int
     (not bool) in 1…``max_top_k``; the scope filter (:func:`validate_scope`);
-    ``metadata_filter`` null or ``{}``; ``include`` null or ``{"embedding": bool}``.
+    ``metadata_filter`` over the ``filterable`` fields
+    (:func:`bifrost.memory.filters.validate_filter`: null or ``{}`` without any);
+    ``include`` null or ``{"embedding": bool}``.
     """
     vec = validate_embedding(vector, embedding_dim, "vector")
     if isinstance(top_k, bool) or not isinstance(top_k, int):
@@ -232,9 +258,35 @@ def validate_search(
     if not 1 <= top_k <= max_top_k:
         raise InvalidArguments(f"top_k must be in 1..{max_top_k} (RATATOSKR_MAX_TOP_K)")
     all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
-    if metadata_filter is not None and metadata_filter != {}:
-        raise InvalidArguments("metadata_filter is not supported (no filterable fields)")
-    return SearchQuery(vec, top_k, all_, any_, _validate_include(include))
+    mf = validate_filter(metadata_filter, filterable)
+    return SearchQuery(vec, top_k, all_, any_, _validate_include(include), mf)
+
+
+def validate_scan(
+    scope_all: object,
+    scope_any: object,
+    metadata_filter: object,
+    limit: object,
+    after_id: object,
+    include: object,
+    *,
+    max_page: int,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    filterable: Sequence[str] = (),
+) -> ScanQuery:
+    """Validate a ``scan`` call: the scope filter and ``metadata_filter`` as search's;
+    ``limit`` null (100, or ``max_page`` when smaller) or an int (not bool) in
+    1…``max_page``; ``after_id`` null or a chunk id; ``include`` as search's."""
+    all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
+    mf = validate_filter(metadata_filter, filterable)
+    if limit is None:
+        limit = min(DEFAULT_PAGE, max_page)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidArguments("limit must be an integer")
+    if not 1 <= limit <= max_page:
+        raise InvalidArguments(f"limit must be in 1..{max_page} (RATATOSKR_MEMORY_MAX_PAGE)")
+    after = None if after_id is None else validate_id(after_id, "after_id")
+    return ScanQuery(all_, any_, mf, limit, after, _validate_include(include))
 
 
 def search_row(
@@ -263,3 +315,13 @@ def search_row(
         "recalled_view": view,
         "revision": revision,
     }
+
+
+def scan_item(record: dict[str, Any], revision: int, include_embedding: bool) -> dict[str, Any]:
+    """One ``scan`` item: the stored record (a copy) plus ``revision``; with
+    ``include_embedding`` false the field that held the embedding is dropped."""
+    item = dict(record)
+    if not include_embedding:
+        item.pop(embedding_field(item), None)
+    item["revision"] = revision
+    return item

@@ -33,13 +33,15 @@ change counter it was built to).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from bifrost.memory.filters import MetadataFilter
 from ratatoskr.memory import quantized
+from ratatoskr.memory.filtered import FilterColumns
 from ratatoskr.memory.quantized import Codes
 from ratatoskr.memory.sidecar import Image
 
@@ -120,8 +122,17 @@ class _Segment:
 class VectorIndex:
     """Int8 codes and scope postings of the live chunks (not thread-safe by itself)."""
 
-    def __init__(self, dim: int, capacity: int = 1024, *, fine_rows: int = FINE_ROWS) -> None:
+    def __init__(
+        self,
+        dim: int,
+        capacity: int = 1024,
+        *,
+        fine_rows: int = FINE_ROWS,
+        fields: Sequence[str] = (),
+    ) -> None:
         self.dim = dim
+        # The declared filterable fields' values, row-aligned (moved with the codes).
+        self.columns = FilterColumns(fields)
         # Selections of at most this many rows take the fine pass (tests set 0 or a
         # large number to run one path or the other on the same rows).
         self.fine_rows = fine_rows
@@ -159,12 +170,21 @@ class VectorIndex:
         self._scale = np.zeros(cap, dtype=np.float64)
         self._scale2 = np.zeros(cap, dtype=np.float64)
         self._live = np.zeros(cap, dtype=bool)
+        self.columns.allocate(cap)
+
+    def _row_arrays(self) -> list[npt.NDArray[Any]]:
+        """Every per-row array a row's move carries (codes, scales, filter columns)."""
+        return [self._codes, self._resid, self._scale, self._scale2, *self.columns.arrays]
 
     def __len__(self) -> int:
         return len(self._row)
 
     def __contains__(self, chunk_id: object) -> bool:
         return chunk_id in self._row
+
+    def row_of(self, chunk_id: str) -> int | None:
+        """The row holding ``chunk_id`` now (rows move on writes), or None."""
+        return self._row.get(chunk_id)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -173,9 +193,14 @@ class VectorIndex:
         self.upsert_many([chunk_id], np.asarray(unit).reshape(1, -1), [scope])
 
     def upsert_many(
-        self, ids: Sequence[str], units: npt.NDArray[np.floating], scopes: Sequence[dict[str, str]]
+        self,
+        ids: Sequence[str],
+        units: npt.NDArray[np.floating],
+        scopes: Sequence[dict[str, str]],
+        records: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
-        """Insert or replace chunks (float32 unit rows, one per id), coded in one go."""
+        """Insert or replace chunks (float32 unit rows, one per id), coded in one go;
+        ``records`` (the stored records, one per id) give the filter columns' values."""
         if not ids:
             return
         self._version += 1
@@ -204,6 +229,9 @@ class VectorIndex:
         self._scale[rows] = codes.scale[src]
         self._scale2[rows] = codes.scale2[src]
         self._live[rows] = True
+        if self.columns and records is not None:
+            for chunk_id, i in last.items():
+                self.columns.write(self._row[chunk_id], records[i])
         self._maybe_compact(len(ids))
 
     def remove(self, chunk_id: str) -> None:
@@ -219,6 +247,8 @@ class VectorIndex:
             self._move(last, row)
         self._live[last] = False
         self._ids[last] = None
+        if self.columns:
+            self.columns.clear(last)
         seg.count -= 1
         if seg.count == 0:
             self._drop_class(cls)
@@ -377,7 +407,7 @@ class VectorIndex:
         self._scale2[start:stop] = codes.scale2
 
     def _move(self, src: int, dst: int) -> None:
-        for arr in (self._codes, self._resid, self._scale, self._scale2):
+        for arr in self._row_arrays():
             arr[dst] = arr[src]
         self._class_of_row[dst] = self._class_of_row[src]
         moved = self._ids[src]
@@ -430,25 +460,11 @@ class VectorIndex:
         return start
 
     def _grow(self, cap: int) -> None:
-        old: list[npt.NDArray[Any]] = [
-            self._codes,
-            self._resid,
-            self._scale,
-            self._scale2,
-            self._live,
-            self._class_of_row,
-        ]
+        old: list[npt.NDArray[Any]] = [*self._row_arrays(), self._live, self._class_of_row]
         n = self._end
         self._allocate(cap)
         grown_class = np.zeros(cap, dtype=np.int32)
-        new: list[npt.NDArray[Any]] = [
-            self._codes,
-            self._resid,
-            self._scale,
-            self._scale2,
-            self._live,
-            grown_class,
-        ]
+        new: list[npt.NDArray[Any]] = [*self._row_arrays(), self._live, grown_class]
         for src, dst in zip(old, new, strict=True):
             dst[:n] = src[:n]
         self._class_of_row = grown_class
@@ -475,8 +491,12 @@ class VectorIndex:
         """Move ``seg``'s rows to ``[start, start + count)`` (reserved), a block at a time."""
         old, count = seg.start, seg.count
         src, dst = slice(old, old + count), slice(start, start + count)
-        for arr in (self._codes, self._resid, self._scale, self._scale2, self._class_of_row):
+        for arr in (*self._row_arrays(), self._class_of_row):
             arr[dst] = arr[src]
+        if self.columns:
+            for arr in self.columns.arrays:
+                if arr.dtype == object:
+                    arr[src] = None
         self._live[src] = False
         self._live[dst] = True
         moved = self._ids[src]
@@ -526,7 +546,7 @@ class VectorIndex:
             [np.arange(s.start, s.start + s.count, dtype=np.int64) for s in segments]
             or [np.zeros(0, dtype=np.int64)]
         )
-        old: list[npt.NDArray[Any]] = [self._codes, self._resid, self._scale, self._scale2]
+        old: list[npt.NDArray[Any]] = self._row_arrays()
         ids = [self._ids[int(r)] for r in order]
         errors = (self._err1_max, self._err2_max)
         items_list = [s.items for s in segments]
@@ -541,7 +561,7 @@ class VectorIndex:
             if room and counts
             else np.arange(n, dtype=np.int64)
         )
-        new: list[npt.NDArray[Any]] = [self._codes, self._resid, self._scale, self._scale2]
+        new: list[npt.NDArray[Any]] = self._row_arrays()
         for src_arr, dst_arr in zip(old, new, strict=True):
             dst_arr[dst] = src_arr[order]
         laid: list[str | None] = [None] * end
@@ -587,10 +607,60 @@ class VectorIndex:
         return selected
 
     def search(
-        self, query: Vector, k: int, scope_all: dict[str, str], scope_any: list[dict[str, str]]
+        self,
+        query: Vector,
+        k: int,
+        scope_all: dict[str, str],
+        scope_any: list[dict[str, str]],
+        metadata_filter: MetadataFilter | None = None,
     ) -> list[Candidate]:
         """:meth:`nearest` over :meth:`classes_in_scope` of the filter, the classes of
-        recent filters kept until a class is made or dropped (searches repeat filters)."""
+        recent filters kept until a class is made or dropped (searches repeat filters);
+        with a ``metadata_filter``, over the rows of those classes that pass it
+        (:meth:`filtered_rows`), so the result is exact at any selectivity."""
+        classes = self._classes(scope_all, scope_any)
+        if metadata_filter is not None:
+            return self.nearest_rows(query, k, self.filtered_rows(classes, metadata_filter))
+        return self.nearest(query, k, classes)
+
+    def filtered_rows(self, classes: Set[int] | None, metadata_filter: MetadataFilter) -> Rows:
+        """The rows of ``classes`` (all when None) whose values pass ``metadata_filter``."""
+        return self.columns.select(metadata_filter, self._rows_of(classes))
+
+    def _rows_of(self, classes: Set[int] | None) -> Rows:
+        runs, rows = self._selection(classes)
+        if rows is not None:
+            return rows
+        if not runs:
+            return _NO_ROWS
+        return np.arange(runs[0][0], runs[0][1], dtype=np.int64)
+
+    def scan_ids(
+        self,
+        scope_all: dict[str, str],
+        scope_any: list[dict[str, str]],
+        metadata_filter: MetadataFilter | None,
+        after_id: str | None,
+        count: int,
+    ) -> list[str]:
+        """The ``count`` smallest ids (code-point order) above ``after_id`` among the
+        rows in scope and passing ``metadata_filter``: cost follows the in-scope rows."""
+        classes = self._classes(scope_all, scope_any)
+        rows = (
+            self._rows_of(classes)
+            if metadata_filter is None
+            else self.filtered_rows(classes, metadata_filter)
+        )
+        ids = self._ids
+        found = [str(ids[r]) for r in rows.tolist()]
+        if after_id is not None:
+            found = [i for i in found if i > after_id]
+        found.sort()
+        return found[:count]
+
+    def _classes(
+        self, scope_all: dict[str, str], scope_any: list[dict[str, str]]
+    ) -> frozenset[int] | None:
         key = (tuple(scope_all.items()), tuple(tuple(m.items()) for m in scope_any))
         hit = self._filters.get(key)
         if hit is not None and hit[0] == self._classes_version:
@@ -601,7 +671,7 @@ class VectorIndex:
             if len(self._filters) >= 1024:
                 self._filters.clear()
             self._filters[key] = (self._classes_version, classes)
-        return self.nearest(query, k, classes)
+        return classes
 
     def _runs(self, classes: Set[int]) -> list[tuple[int, int]]:
         """The selected classes' rows as merged ``[start, stop)`` runs, in order."""
@@ -705,6 +775,23 @@ class VectorIndex:
         if selected <= self.fine_rows:
             return self._fine(code, k, runs, gathered)
         rows, scores = self._stage1(code, classes)
+        return self._narrow(code, k, rows, scores)
+
+    def nearest_rows(self, query: Vector, k: int, rows: Rows) -> list[Candidate]:
+        """:meth:`nearest` over the given ``rows`` (a filtered selection)."""
+        if rows.size == 0:
+            return []
+        code = quantized.encode_query(query)
+        if rows.size <= self.fine_rows:
+            return self._fine(code, k, [], rows)
+        dots = quantized.int_dots(code.codes, self._codes[rows])
+        return self._narrow(code, k, rows, dots * (code.scale * self._scale[rows]))
+
+    def _narrow(
+        self, code: quantized.QueryCode, k: int, rows: Rows, scores: F64
+    ) -> list[Candidate]:
+        """The two stages after the int8 scores ``scores`` of ``rows``: every row the
+        proven bounds cannot exclude from the top ``k``, best first."""
         count = rows.size
         if count > k:
             b1 = quantized.bound1(code, self._err1_max, self.dim)

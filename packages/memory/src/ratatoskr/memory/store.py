@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import apsw
@@ -33,20 +33,32 @@ import numpy as np
 import numpy.typing as npt
 
 from bifrost.errors import InvalidArguments
+from bifrost.memory.filters import validate_fields
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PAGE,
     DEFAULT_MAX_TOP_K,
+    ScanQuery,
     SearchQuery,
     ValidatedChunk,
 )
+from bifrost.portability import (
+    ExportedChunk,
+    ImportedChunks,
+    ImportOutcome,
+    OnConflict,
+)
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import WriteRequest, begin_write
+from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
 from ratatoskr.memory import changes
+from ratatoskr.memory import portability
 from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
 from ratatoskr.memory.records import StoredChunk
-from ratatoskr.memory.schema import LEDGER, PLANE, migrations, rebuild_vec_table
+from ratatoskr.memory.scan import scan_rows
+from ratatoskr.memory.schema import LEDGER, PLANE, QUOTA, migrations, rebuild_vec_table
 from ratatoskr.memory.sync import SyncedIndex
 from ratatoskr.sqlite import (
     ConnectionOptions,
@@ -89,9 +101,17 @@ class MemoryLimits:
     max_top_k: int
     max_scope_any: int
     tombstone_retention: int
+    max_page: int = DEFAULT_MAX_PAGE
+    filterable_fields: tuple[str, ...] = ()
+    quota: Quota = NO_QUOTA  # per tenant (bifrost.quota), kept in memory_quota
 
     def __post_init__(self) -> None:
         _positive("embedding_dim", self.embedding_dim)
+        _positive("max_page", self.max_page)
+        try:
+            object.__setattr__(self, "filterable_fields", validate_fields(self.filterable_fields))
+        except ValueError as exc:
+            raise InvalidArguments(str(exc)) from None
         _positive("max_scope_any", self.max_scope_any)
         _positive("tombstone_retention", self.tombstone_retention)
 
@@ -108,10 +128,12 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         self.max_batch = limits.max_batch
         self.max_top_k = limits.max_top_k
         self.max_scope_any = limits.max_scope_any
+        self.max_page = limits.max_page
+        self.filterable_fields = limits.filterable_fields
         # Change-counter values whose tombstones are kept (see changes.py).
         self.tombstone_retention = limits.tombstone_retention
         self._clock = clock
-        self._sync = SyncedIndex(limits.embedding_dim)
+        self._sync = SyncedIndex(limits.embedding_dim, limits.filterable_fields)
         with self._db.read() as conn:
             self._sync.load(conn)
 
@@ -122,7 +144,10 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         with self._db.read() as conn:
             conn.execute("SELECT 1").fetchall()
         return memory_health(
-            embedding_dim=self.embedding_dim, max_batch=self.max_batch, max_top_k=self.max_top_k
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+            max_top_k=self.max_top_k,
+            max_page=self.max_page,
         )
 
     # -- writes ------------------------------------------------------------------------
@@ -143,6 +168,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             seq = seq_before + 1 if request else seq_before
             if request:
                 self._write_chunks(conn, request, forms, units, current, seq, write.now)
+                if self.limits.quota.enabled:  # the usage the triggers left
+                    check_quota(QUOTA.read(conn, batch_tenants(request)), self.limits.quota)
                 changes.set_seq(conn, seq)
                 self._prune_tombstones(conn, seq, added=0)
             result = write.record()
@@ -151,13 +178,14 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                 seq_before,
                 seq,
                 upserts=([c.id for c in request], units, [c.scope for c in request]),
+                records=[c.record for c in request],  # filter columns (ratatoskr.memory.filtered)
             )
         return result
 
     def _write_chunks(
         self,
         conn: apsw.Connection,
-        chunks: Sequence[ValidatedChunk],
+        chunks: WriteRequest[ValidatedChunk],
         forms: Sequence[stored_records.StoredForm],
         units: npt.NDArray[np.float32],
         current: dict[str, int],
@@ -168,8 +196,9 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         updates: list[tuple[Any, ...]] = []
         vec_inserts: list[tuple[Any, ...]] = []
         vec_updates: list[tuple[Any, ...]] = []
-        for chunk, form, unit in zip(chunks, forms, units, strict=True):
-            stored = (form.record_json, form.embedding_key, form.embedding_f64)
+        sizes = chunks.record_sizes()
+        for chunk, form, unit, size in zip(chunks, forms, units, sizes, strict=True):
+            stored = (form.record_json, form.embedding_key, form.embedding_f64, size)
             scope_json = _scope_json(tuple(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
@@ -187,8 +216,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         if inserts:
             conn.executemany(
                 "INSERT INTO memory_chunks (chunk_id, record_json, embedding_key, embedding_f64,"
-                " revision, scope_json, origin, seq, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " record_bytes, revision, scope_json, origin, seq, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 inserts,
             )
             conn.executemany(
@@ -198,7 +227,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         if updates:
             conn.executemany(
                 "UPDATE memory_chunks SET record_json = ?, embedding_key = ?, embedding_f64 = ?,"
-                " revision = ?, scope_json = ?, origin = ?, seq = ?, updated_at = ?"
+                " record_bytes = ?, revision = ?, scope_json = ?, origin = ?, seq = ?,"
+                " updated_at = ?"
                 " WHERE chunk_id = ?",
                 updates,
             )
@@ -281,12 +311,32 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             raise StorageUnavailable("the index could not catch up with concurrent writes")
         return stored_records.search_rows(found, exact_query, query)
 
+    def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
+        """A keyset page in one read snapshot (:func:`ratatoskr.memory.scan.scan_rows`)."""
+        return scan_rows(self._db, self._sync, query, self._fetch_at)
+
     # -- plumbing ----------------------------------------------------------------------
 
     def count(self) -> int:
         """Number of stored chunks (for operators and tests; not a wire verb)."""
         with self._db.read() as conn:
             return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])  # type: ignore[arg-type]
+
+    def export_page(
+        self, after_id: str | None, limit: int, scope_all: Mapping[str, str]
+    ) -> tuple[list[ExportedChunk], str | None]:
+        """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.memory.portability`)."""
+        return portability.export_page(self._db, after_id, limit, scope_all)
+
+    def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
+        """One ``ratatoskr import`` batch (:mod:`ratatoskr.memory.portability`)."""
+        return portability.import_chunks(
+            self._db,
+            batch,
+            on_conflict,
+            embedding_dim=self.embedding_dim,
+            tombstone_retention=self.tombstone_retention,
+        )
 
     def compact(self, *, full: bool = False, vectors: bool = True) -> CompactReport:
         """Give unused space back to the filesystem: rebuild the vec0 table when deleted
@@ -409,18 +459,34 @@ def open_memory_store(
     tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
     clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
+    max_page: int = DEFAULT_MAX_PAGE,
+    filterable_fields: Sequence[str] = (),
+    quota: Quota = NO_QUOTA,
 ) -> SqliteMemoryStore:
     """Open (creating schema and the vec index on first use) the memory store at ``db_path``.
 
     ``max_scope_any`` caps the members of a search's ``scope_any``;
     ``tombstone_retention`` is how many change-counter values of tombstones are kept
-    for other processes' indexes to catch up from (see :mod:`ratatoskr.memory.changes`).
+    for other processes' indexes to catch up from (see :mod:`ratatoskr.memory.changes`);
+    ``max_page`` caps a ``scan`` page; ``filterable_fields`` are the fields a
+    ``metadata_filter`` may name (indexed in memory at open, see
+    :mod:`ratatoskr.memory.filtered`); ``quota`` is the per-tenant quota
+    (:mod:`bifrost.quota`; a write past it raises QuotaExceeded, nothing written).
 
     Raises InvalidArguments for a bad ``embedding_dim`` or limit (before the file is
     opened); SchemaMismatch (naming both dimensions, file untouched) when the file was
     created with another dimension; StorageError subclasses for unusable files.
     """
-    limits = MemoryLimits(embedding_dim, max_batch, max_top_k, max_scope_any, tombstone_retention)
+    limits = MemoryLimits(
+        embedding_dim,
+        max_batch,
+        max_top_k,
+        max_scope_any,
+        tombstone_retention,
+        max_page,
+        tuple(filterable_fields),
+        quota,
+    )
     opts = dataclasses.replace(
         options or ConnectionOptions(),
         # Searches never scan SQLite (the index is in memory) and read a few rows

@@ -19,20 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import numpy as np
 
 from bifrost.memory.validation import SearchQuery
 from ratatoskr.memory import changes, quantized, sidecar
+from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items, unit_float32
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.memory.schema import PLANE, migrations
 from ratatoskr.sqlite import codec, schema_version
 
+_T = TypeVar("_T")
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
 # Rows a rebuild normalises and codes at once: its float64 temporaries stay ~20 MB.
@@ -90,10 +92,12 @@ def cache_verdict(conn: apsw.Connection, dim: int) -> CacheVerdict:
 class SyncedIndex:
     """The vector index of one open store and what keeps it current."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, fields: Sequence[str] = ()) -> None:
         self.dim = dim
-        self.index = VectorIndex(dim)
+        self.index = VectorIndex(dim, fields=fields)
         self.lock = ReadWriteLock()
+        # Tombstones hold digests of ids: this maps them back (see changes.py).
+        self._digests = changes.Digests()
         # The seq of the sidecar this index was last read from or written to (None:
         # none yet), so that a close after no write leaves the file alone.
         self._saved_seq: int | None = None
@@ -118,11 +122,13 @@ class SyncedIndex:
             current = False
             if image is not None and _adoptable(conn, image, db_seq):
                 self.index.adopt(image)
+                self._digests.forget_all()
                 self._catch_up(conn, db_seq)
                 if len(self.index) != _count(conn):
                     self._reload(conn, db_seq)
                 else:
                     current = image.seq == db_seq
+                    self._fill(conn)  # the sidecar holds no filter columns
             else:
                 self._reload(conn, db_seq)
             if current:
@@ -157,7 +163,9 @@ class SyncedIndex:
         while True:
             with self.lock.read():
                 if self.index.seq == db_seq:
-                    return self.index.search(unit, query.top_k, query.scope_all, query.scope_any)
+                    return self.index.search(
+                        unit, query.top_k, query.scope_all, query.scope_any, query.metadata_filter
+                    )
                 if self.index.seq > db_seq:
                     return None
             with self.lock.write():
@@ -171,8 +179,28 @@ class SyncedIndex:
         :meth:`candidates`)."""
         with self.lock.read():
             return self.index.seq, self.index.search(
-                unit, query.top_k, query.scope_all, query.scope_any
+                unit, query.top_k, query.scope_all, query.scope_any, query.metadata_filter
             )
+
+    def read_now(self, read: Callable[[VectorIndex], _T]) -> tuple[int, _T]:
+        """``read(index)`` and the index's ``seq``, whatever the database holds (the
+        caller checks the ``seq`` in its snapshot, then :meth:`read_at`)."""
+        with self.lock.read():
+            return self.index.seq, read(self.index)
+
+    def read_at(
+        self, conn: apsw.Connection, db_seq: int, read: Callable[[VectorIndex], _T]
+    ) -> tuple[bool, _T | None]:
+        """``(True, read(index))`` with the index at ``db_seq`` (caught up first when
+        another process wrote), or ``(False, None)`` when it is already past it."""
+        while True:
+            with self.lock.read():
+                if self.index.seq == db_seq:
+                    return True, read(self.index)
+                if self.index.seq > db_seq:
+                    return False, None
+            with self.lock.write():
+                self._catch_up(conn, db_seq)
 
     def apply(
         self,
@@ -181,16 +209,19 @@ class SyncedIndex:
         *,
         upserts: tuple[Sequence[str], np.ndarray[Any, Any], Sequence[dict[str, str]]] | None = None,
         deletes: Sequence[str] = (),
+        records: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """Mirror a committed write into the index, if the index was current before it:
-        ``upserts`` are the ids, their float32 unit rows (one matrix) and scopes."""
+        ``upserts`` are the ids, their float32 unit rows (one matrix) and scopes;
+        ``records`` the upserted records (for the filter columns)."""
         with self.lock.write():
             if self.index.seq != seq_before:
                 return  # the next search catches up from the database
             for chunk_id in deletes:
                 self.index.remove(chunk_id)
             if upserts is not None:
-                self.index.upsert_many(*upserts)
+                self._digests.learn(upserts[0])
+                self.index.upsert_many(*upserts, records=records)
             self.index.seq = seq_after
 
     def _catch_up(self, conn: apsw.Connection, db_seq: int) -> None:
@@ -213,19 +244,55 @@ class SyncedIndex:
         if changed > max(1000, _RELOAD_FRACTION * len(self.index)):
             self._reload(conn, db_seq)
             return
-        for (chunk_id,) in conn.execute(
-            "SELECT chunk_id FROM memory_tombstones WHERE seq > ?", (since,)
-        ):
-            self.index.remove(str(chunk_id))
-        for chunk_id, scope_json in conn.execute(
-            "SELECT chunk_id, scope_json FROM memory_chunks WHERE seq > ?", (since,)
+        buried = changes.buried_since(conn, since)
+        for chunk_id in self._digests.resolve(conn, buried, self.index._row):
+            self.index.remove(chunk_id)
+        for chunk_id, scope_json, record_json, key, f64 in conn.execute(
+            "SELECT chunk_id, scope_json, record_json, embedding_key, embedding_f64"
+            " FROM memory_chunks WHERE seq > ?",
+            (since,),
         ).fetchall():
             blob = conn.execute(
                 "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (chunk_id,)
             ).fetchall()[0][0]
             vec = np.frombuffer(blob, dtype=np.float32)  # type: ignore[arg-type]
-            self.index.upsert(str(chunk_id), unit_float32(vec), codec.loads(str(scope_json)))
+            self._digests.learn([str(chunk_id)])
+            records = [self._record(record_json, key, f64)] if self.index.columns else None
+            self.index.upsert_many(
+                [str(chunk_id)],
+                unit_float32(vec).reshape(1, -1),
+                [codec.loads(str(scope_json))],
+                records=records,
+            )
         self.index.seq = db_seq
+
+    def _record(self, record_json: Any, key: Any, f64: Any) -> dict[str, Any]:
+        """The stored record as the filter columns need it: its JSON alone, unless a
+        declared field reads the embedding (then the whole record)."""
+        wants_embedding = any(
+            f.split(".", 1)[0] in ("embedding", "vector") for f in self.index.columns.fields
+        )
+        if wants_embedding:
+            chunk = stored_records.StoredChunk(
+                str(record_json), None if key is None else str(key), f64, 1
+            )
+            return chunk.record()
+        loaded: dict[str, Any] = stored_records.load_json(str(record_json))
+        return loaded
+
+    def _fill(self, conn: apsw.Connection) -> None:
+        """Set every row's filter columns from the records of ``conn``'s snapshot (at
+        open and after a rebuild: declaring a field indexes the rows already stored);
+        lock held. Nothing to do without declared fields."""
+        columns = self.index.columns
+        if not columns:
+            return
+        for chunk_id, record_json, key, f64 in conn.execute(
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64 FROM memory_chunks"
+        ):
+            row = self.index.row_of(str(chunk_id))
+            if row is not None:
+                columns.write(row, self._record(record_json, key, f64))
 
     def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
         """Rebuild the index from the database snapshot of ``conn``; lock held.
@@ -238,6 +305,7 @@ class SyncedIndex:
         again from it. Raises RuntimeError when vec0 and the chunks disagree.
         """
         total = _count(conn)
+        self._digests.forget_all()
         # Zeroed pages: resident only once a block is written.
         arrays: list[np.ndarray[Any, Any]] = [
             np.zeros((total, self.dim), dtype=np.int8),
@@ -306,6 +374,7 @@ class SyncedIndex:
             raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
         self.index.load_coded(ids, arrays, scopes, (errors[0], errors[1]))
         self.index.seq = db_seq
+        self._fill(conn)
 
 
 def _unit_rows(raw: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -6,20 +6,27 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
+from bifrost.memory.filters import MetadataFilter, validate_fields
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PAGE,
     DEFAULT_MAX_TOP_K,
+    ScanQuery,
     SearchQuery,
     ValidatedChunk,
+    scan_item,
     search_row,
     unit_vector,
 )
+from bifrost.portability import ExportedChunk, ImportedChunks, ImportOutcome, OnConflict
+from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 from bifrost.writes import WriteRequest, begin_write
 
@@ -32,12 +39,16 @@ class _Chunk:
     scope: dict[str, str]
     unit: list[float]
     revision: int
+    size: int = 0  # bytes it counts for in its tenant's quota
+    written_at: float = 0.0  # when it was last written (an export carries it)
 
 
 class InMemoryMemoryStore(MemoryWrites, MemoryReads):
     """Reference ``MemoryDataStore``.
 
-    ``clock`` (seconds since the epoch) drives the idempotency TTL.
+    ``clock`` (seconds since the epoch) drives the idempotency TTL;
+    ``filterable_fields`` are the fields a ``metadata_filter`` may name (none: v1),
+    evaluated by :meth:`bifrost.memory.filters.MetadataFilter.matches`.
     """
 
     def __init__(
@@ -48,11 +59,16 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         max_top_k: int = DEFAULT_MAX_TOP_K,
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
+        max_page: int = DEFAULT_MAX_PAGE,
+        filterable_fields: Iterable[str] = (),
+        quota: Quota = NO_QUOTA,
     ) -> None:
         if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int):
             raise TypeError("embedding_dim must be an int")
-        if embedding_dim < 1 or max_batch < 1 or max_top_k < 1 or max_scope_any < 1:
+        if min(embedding_dim, max_batch, max_top_k, max_scope_any, max_page) < 1:
             raise ValueError("embedding_dim and every limit must be positive")
+        self.max_page = max_page
+        self.filterable_fields = validate_fields(filterable_fields)
         self.embedding_dim = embedding_dim
         self.max_batch = max_batch
         self.max_top_k = max_top_k
@@ -61,10 +77,15 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         self._lock = threading.RLock()
         self._chunks: dict[str, _Chunk] = {}
         self._ledger = DictLedger()
+        self.quota = quota
+        self._usage = TenantUsage()
 
     def health(self) -> dict[str, Any]:
         return memory_health(
-            embedding_dim=self.embedding_dim, max_batch=self.max_batch, max_top_k=self.max_top_k
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+            max_top_k=self.max_top_k,
+            max_page=self.max_page,
         )
 
     def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
@@ -76,9 +97,17 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
             held = {cid: self._chunks[cid] for cid in request.ids if cid in self._chunks}
             current = {cid: c.revision for cid, c in held.items()}
             write.check({cid: c.scope for cid, c in held.items()}, current)
-            for c in request:
+            sizes = request.record_sizes()
+            usage = self._usage.after(
+                [(tenant_of(c.scope), -1, -c.size) for c in held.values()]
+                + [(tenant_of(c.scope), 1, n) for c, n in zip(request, sizes, strict=True)]
+            )
+            check_quota({t: usage[t] for t in batch_tenants(request)}, self.quota)
+            self._usage.apply(usage)
+            for c, size in zip(request, sizes, strict=True):
                 revision = current.get(c.id, 0) + 1
-                self._chunks[c.id] = _Chunk(c.record, c.scope, unit_vector(c.embedding), revision)
+                unit = unit_vector(c.embedding)
+                self._chunks[c.id] = _Chunk(c.record, c.scope, unit, revision, size, write.now)
             return write.record()
 
     def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
@@ -88,12 +117,33 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
             scored = [
                 (max(-1.0, min(1.0, sum(a * b for a, b in zip(unit, c.unit, strict=True)))), cid, c)
                 for cid, c in self._chunks.items()
-                if matches_scope(c.scope, query.scope_all, query.scope_any)
+                if _passes(c, query.scope_all, query.scope_any, query.metadata_filter)
             ]
             scored.sort(key=lambda t: (-t[0], t[1]))
             return [
                 search_row(copy.deepcopy(c.record), cid, score, c.revision, query.include_embedding)
                 for score, cid, c in scored[: query.top_k]
+            ]
+
+    def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
+        """Every chunk in scope and filter above ``after_id``, sorted (under the lock)."""
+        with self._lock:
+            ids = sorted(
+                cid
+                for cid, c in self._chunks.items()
+                if (query.after_id is None or cid > query.after_id)
+                and _passes(c, query.scope_all, query.scope_any, query.metadata_filter)
+            )[: query.limit + 1]
+            return [
+                (
+                    cid,
+                    scan_item(
+                        copy.deepcopy(self._chunks[cid].record),
+                        self._chunks[cid].revision,
+                        query.include_embedding,
+                    ),
+                )
+                for cid in ids
             ]
 
     def _read(self, cid: str) -> dict[str, Any] | None:
@@ -112,9 +162,32 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         with self._lock:
             return {cid: dict(self._chunks[cid].scope) for cid in ids if cid in self._chunks}
 
+    def export_page(
+        self, after_id: str | None, limit: int, scope_all: Mapping[str, str]
+    ) -> tuple[list[ExportedChunk], str | None]:
+        """A keyset page for an export (:mod:`bifrost.consumer.testing.portability`)."""
+        return portability.export_chunks(self, after_id, limit, scope_all)
+
+    def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
+        """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
+        return portability.import_chunks(self, batch, on_conflict)
+
     def perform_delete(self, ids: Sequence[str]) -> int:
         with self._lock:
             present = [cid for cid in ids if cid in self._chunks]
+            gone = [self._chunks[cid] for cid in present]
+            self._usage.apply(self._usage.after((tenant_of(c.scope), -1, -c.size) for c in gone))
             for cid in present:
                 del self._chunks[cid]
             return len(present)
+
+
+def _passes(
+    c: _Chunk,
+    scope_all: dict[str, str],
+    scope_any: list[dict[str, str]],
+    metadata_filter: MetadataFilter | None,
+) -> bool:
+    return matches_scope(c.scope, scope_all, scope_any) and (
+        metadata_filter is None or metadata_filter.matches(c.record)
+    )

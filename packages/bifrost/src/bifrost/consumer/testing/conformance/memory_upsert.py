@@ -51,6 +51,7 @@ class MemoryUpsertTests(MemoryKitBase):
             "distance": "cosine",
             "max_batch": 7,
             "max_top_k": 9,
+            "max_page": 1000,
         }
 
     # --- upsert_many ----------------------------------------------------------------
