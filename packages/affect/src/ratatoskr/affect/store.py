@@ -26,7 +26,7 @@ SQLite, and the same plan, without it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,9 +45,11 @@ from bifrost.affect.validation import (
     ListQuery,
     ValidatedAffect,
 )
+from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, begin_write
+from ratatoskr.affect import portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
@@ -259,6 +261,16 @@ class SqliteAffectStore(AffectWrites, AffectReads):
     @property
     def database(self) -> Database:
         return self._db
+
+    def export_page(
+        self, after_key: str | None, limit: int, scope_all: Mapping[str, str]
+    ) -> tuple[list[ExportedKey], str | None]:
+        """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.affect.portability`)."""
+        return portability.export_page(self._db, after_key, limit, scope_all)
+
+    def import_keys(self, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+        """One ``ratatoskr import`` batch (:mod:`ratatoskr.affect.portability`)."""
+        return portability.import_keys(self._db, batch, on_conflict)
 
     def dump(self) -> dict[str, _Rows]:
         """Every row of every affect table, sorted (for operators' checks and tests)."""

@@ -1,5 +1,5 @@
 """The ``ratatoskr`` command: ``serve``, ``token``, ``doctor``, ``backup``, ``restore``,
-``stats``.
+``stats``, ``compact``, ``export``, ``import``.
 
 Every configuration problem ends the command with one line on stderr naming
 the setting, and exit status 2; nothing is opened before the checks pass. A
@@ -27,9 +27,12 @@ from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import InvalidArguments
 from bifrost.names import one_of, safe_name
 from bifrost.planes import plane_spec
+from bifrost.portability import ON_CONFLICT
 from bifrost.scope import validate_record_scope
 from ratatoskr.provider.devmode import DEV_HOST, dev_settings
 from ratatoskr.provider.doctor import run_doctor
+from ratatoskr.provider.export import run_export
+from ratatoskr.provider.import_ import run_import
 from ratatoskr.provider.operate import (
     OperationFailed,
     run_backup,
@@ -37,6 +40,7 @@ from ratatoskr.provider.operate import (
     run_restore,
     run_stats,
 )
+from ratatoskr.provider.portable import PORTABLE_PLANES
 from ratatoskr.provider.registry import PLANE_TABLE, entry
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
@@ -289,6 +293,18 @@ def cmd_compact(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    os.umask(0o077)  # an export holds personal data: owner-only
+    return run_export(settings, args.plane, args.to, args.scope)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    os.umask(0o077)  # a database file the import creates stays owner-only
+    return run_import(settings, args.plane, args.source, args.on_conflict)
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     settings = load_settings(args.dev)
     return run_stats(settings, _planes(args.plane), as_json=args.json, out=sys.stdout)
@@ -301,6 +317,44 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", help="overrides RATATOSKR_HOST (ignored with --dev)")
     serve.add_argument("--port", type=int, help="overrides RATATOSKR_PORT (0: any free port)")
     serve.add_argument("--workers", type=int, help="overrides RATATOSKR_WORKERS")
+
+
+def _portability_commands(sub: Any) -> None:
+    """``export`` and ``import``."""
+    export = sub.add_parser(
+        "export",
+        help="a plane's records as JSON Lines (beside a running provider)",
+        description="Write every chunk (memory: the record as written, its revision and write "
+        "time) or every key (affect: its whole history) as JSON Lines after one header line, "
+        "in id order. Moving to PostgreSQL: export, then import with the DSN configured.",
+    )
+    export.add_argument("--plane", choices=PORTABLE_PLANES, required=True)
+    export.add_argument(
+        "--to", required=True, metavar="FILE", help="the file (created 0600), '-': stdout"
+    )
+    export.add_argument(
+        "--scope", help='only records whose scope holds these axes, e.g. \'{"end_user": "u1"}\''
+    )
+    export.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    export.set_defaults(func=cmd_export)
+    import_ = sub.add_parser(
+        "import",
+        help="load an export into the configured store (safe to run again)",
+        description="Check the whole file first (nothing is written on a refusal), then write "
+        "it in atomic batches, keeping revisions, write times and histories; records already "
+        "there are skipped.",
+    )
+    import_.add_argument("--plane", choices=PORTABLE_PLANES, required=True)
+    import_.add_argument("--from", dest="source", required=True, metavar="FILE", help="'-': stdin")
+    import_.add_argument(
+        "--on-conflict",
+        choices=ON_CONFLICT,
+        default="fail",
+        help="a different record held under an imported id: fail (the default: that batch is "
+        "refused and the import stops), skip (keep it), replace (overwrite it)",
+    )
+    import_.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    import_.set_defaults(func=cmd_import)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -368,6 +422,7 @@ def parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("--dev", action="store_true", help="the --dev databases in var/")
     compact.set_defaults(func=cmd_compact)
+    _portability_commands(sub)
     return p
 
 

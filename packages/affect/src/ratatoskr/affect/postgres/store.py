@@ -17,7 +17,7 @@ one snapshot; pages are keyset pages (never offsets).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,8 +32,10 @@ from bifrost.affect.validation import (
     ValidatedAffect,
 )
 from bifrost.jsoncodec import canonical_json, json_loads_exact
+from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
+from ratatoskr.affect.postgres import portability
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.scope import (
@@ -272,6 +274,16 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         return rendered, params
 
     # -- plumbing --------------------------------------------------------------------
+
+    def export_page(
+        self, after_key: str | None, limit: int, scope_all: Mapping[str, str]
+    ) -> tuple[list[ExportedKey], str | None]:
+        """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.affect.postgres.portability`)."""
+        return portability.export_page(self._db, after_key, limit, scope_all)
+
+    def import_keys(self, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+        """One ``ratatoskr import`` batch (:mod:`ratatoskr.affect.postgres.portability`)."""
+        return portability.import_keys(self._db, batch, on_conflict)
 
     def _fetch(self, keys: Sequence[str]) -> _Records:
         stored = [to_db(k) for k in keys]

@@ -170,7 +170,7 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
 
     def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
         """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
-        return portability.import_chunks(self, batch, on_conflict)
+        return portability.import_chunks(self, batch, on_conflict, _Chunk)
 
     def perform_delete(self, ids: Sequence[str]) -> int:
         with self._lock:

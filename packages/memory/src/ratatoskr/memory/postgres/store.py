@@ -35,7 +35,7 @@ so the result is always the exact top_k of the in-scope set.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,8 +49,15 @@ from bifrost.memory.validation import (
     SearchQuery,
     ValidatedChunk,
 )
+from bifrost.portability import (
+    ExportedChunk,
+    ImportedChunks,
+    ImportOutcome,
+    OnConflict,
+)
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
+from ratatoskr.memory.postgres import portability
 from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.records import (
     StoredChunk,
@@ -370,6 +377,18 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         """Number of stored chunks (for operators and tests; not a wire verb)."""
         row = self._db.run(lambda cur: cur.execute(self._count_sql).fetchone())
         return 0 if row is None else int(row[0])
+
+    def export_page(
+        self, after_id: str | None, limit: int, scope_all: Mapping[str, str]
+    ) -> tuple[list[ExportedChunk], str | None]:
+        """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.memory.postgres.portability`)."""
+        return portability.export_page(self._db, after_id, limit, scope_all)
+
+    def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
+        """One ``ratatoskr import`` batch (:mod:`ratatoskr.memory.postgres.portability`)."""
+        return portability.import_chunks(
+            self._db, batch, on_conflict, embedding_dim=self.embedding_dim
+        )
 
     def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         keys = [to_db(i) for i in ids]

@@ -1,0 +1,147 @@
+"""The export file of ``ratatoskr export`` / ``import``: JSON Lines, one header line and
+one line per record, and what both commands share (opening the configured store,
+a progress counter on a terminal).
+
+Format version 1 (every line canonical JSON: keys sorted, no spaces, UTF-8)::
+
+    {"embedding_dim": 384, "exported_at": "2025-…Z", "format": "ratatoskr-export",
+     "plane": "memory", "ratatoskr_version": "0.1.0", "scope": {}, "version": 1}
+    {"record": {…as written…}, "revision": 3, "written_at": 1767225600.123456}
+    …
+
+The memory plane's header names ``embedding_dim`` (an import into another
+dimension is refused); each line is a chunk: the record exactly as it was
+written (JSON types kept: ``1`` stays an int, ``1.0`` a float), its revision and
+when it was last written (seconds since the epoch; retention counts from it).
+The affect plane's lines are keys::
+
+    {"history": [{"record": {…}, "recorded_at": "…Z", "revision": 1}, …],
+     "key": "k", "revision": 2}
+
+— every revision it keeps, oldest first; the last is its current state.
+``scope`` in the header is the ``--scope`` the export was limited to (``{}``:
+the whole plane). Lines are in id (key) order, code-point order. A reader
+ignores header fields it does not know; a ``version`` it does not know is
+refused.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from bifrost.jsoncodec import canonical_json
+from ratatoskr import postgres as pg
+from ratatoskr.provider.operate import OperationFailed
+from ratatoskr.provider.planes import PG_POOL
+from ratatoskr.provider.registry import entry
+from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
+from ratatoskr.sqlite import MEMORY_PATH
+from ratatoskr.storage.errors import StorageError
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "PORTABLE_PLANES",
+    "Progress",
+    "encode",
+    "header",
+    "open_store",
+]
+
+FORMAT = "ratatoskr-export"
+FORMAT_VERSION = 1
+PORTABLE_PLANES: tuple[Plane, ...] = ("memory", "affect")
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """One line of the file (canonical JSON and a newline)."""
+    return canonical_json(obj) + b"\n"
+
+
+def header(settings: Settings, plane: Plane, scope: dict[str, str], now: float) -> dict[str, Any]:
+    """The header of an export of ``plane`` made at ``now``."""
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "plane": plane,
+        "scope": scope,
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "ratatoskr_version": importlib.metadata.version("ratatoskr-provider"),
+    }
+    if plane == "memory":
+        out["embedding_dim"] = settings.memory_embedding_dim
+    return out
+
+
+@contextmanager
+def open_store(settings: Settings, plane: Plane, *, create: bool) -> Iterator[Any]:
+    """The configured store of ``plane`` (its SQLite file, or its schema on the
+    PostgreSQL server), closed on exit. A SQLite file that does not exist is created
+    only when ``create``. Raises ConfigError naming the setting."""
+    described = entry(plane)
+    path = settings.db_path(plane)
+    pool: pg.Pool | None = None
+    try:
+        if is_dsn(path):
+            if described.postgres is None:
+                raise ConfigError(f"{described.db_setting}: {described.dsn_refused}")
+            pool = pg.open_pool(path, PG_POOL)
+            store = described.postgres.open(pool, described.postgres.schema, settings)
+        else:
+            if path == MEMORY_PATH:
+                raise ConfigError(f"{described.db_setting}: {MEMORY_PATH} keeps nothing to move")
+            if not create and not os.path.exists(path):
+                raise ConfigError(f"{described.db_setting}: {path}: no such file")
+            store = described.open_file(path, settings)
+    except StorageError as exc:
+        if pool is not None:
+            pool.close()
+        raise ConfigError(f"{described.db_setting}: {exc.message}") from None
+    try:
+        yield store
+    except StorageError as exc:
+        raise OperationFailed(f"{plane}: {exc.message}") from None
+    finally:
+        store.close()
+        if pool is not None:
+            pool.close()
+
+
+class Progress:
+    """A counter line on stderr, redrawn at most every ``interval`` seconds, only when
+    stderr is a terminal (a pipe or a log gets the final line alone)."""
+
+    def __init__(
+        self, verb: str, noun: str, *, stream: TextIO | None = None, interval: float = 0.25
+    ) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = self._stream.isatty()
+        self._verb = verb
+        self._noun = noun
+        self._interval = interval
+        self._start = time.monotonic()
+        self._shown = self._start
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        self.count += n
+        now = time.monotonic()
+        if self._live and now - self._shown >= self._interval:
+            self._shown = now
+            rate = self.count / max(now - self._start, 1e-9)
+            self._stream.write(
+                f"\rratatoskr: {self._verb} {self.count:,} {self._noun} ({rate:,.0f}/s)"
+            )
+            self._stream.flush()
+
+    def clear(self) -> None:
+        """Take the counter line off the terminal (the command prints its summary)."""
+        if self._live and self.count:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
