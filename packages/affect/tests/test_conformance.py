@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bifrost.consumer.testing.conformance import AffectStoreConformance, AffectStoreFactory
+from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
 
 
@@ -17,11 +18,17 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AffectSt
     opened: list[RatatoskrAffectStore] = []
 
     def make(
-        *, max_batch: int = 1000, max_page: int = 500, clock: Callable[[], float] = time.time
+        *,
+        max_batch: int = 1000,
+        max_page: int = 500,
+        clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> RatatoskrAffectStore:
         # A fresh, empty, independent store on every call.
         path = ":memory:" if request.param == "memory" else str(tmp_path / f"a{len(opened)}.db")
-        s = open_affect_store(path, max_batch=max_batch, max_page=max_page, clock=clock)
+        s = open_affect_store(
+            path, max_batch=max_batch, max_page=max_page, clock=clock, quota=quota
+        )
         opened.append(s)
         return s
 

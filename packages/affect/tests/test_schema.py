@@ -162,7 +162,7 @@ def check_reads_back(store: SqliteAffectStore, want: dict[str, Any]) -> None:
 
 
 def test_migrations_are_append_only() -> None:
-    assert [m.version for m in MIGRATIONS] == [1, 2]
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3]
     assert MIGRATIONS[0].name == "current state, history, scope index, ledger"
 
 

@@ -14,6 +14,7 @@ from bifrost.consumer.testing.conformance import (
     MemoryStoreConformance,
     MemoryStoreFactory,
 )
+from bifrost.quota import NO_QUOTA, Quota
 
 
 class TestInMemoryMemoryStore(MemoryStoreConformance):
@@ -25,9 +26,10 @@ class TestInMemoryMemoryStore(MemoryStoreConformance):
             max_batch: int = 1000,
             max_top_k: int = 1000,
             clock: Callable[[], float] = time.time,
+            quota: Quota = NO_QUOTA,
         ) -> InMemoryMemoryStore:
             return InMemoryMemoryStore(
-                embedding_dim, max_batch=max_batch, max_top_k=max_top_k, clock=clock
+                embedding_dim, max_batch=max_batch, max_top_k=max_top_k, clock=clock, quota=quota
             )
 
         return make
@@ -41,7 +43,10 @@ class TestInMemoryAffectStore(AffectStoreConformance):
             max_batch: int = 1000,
             max_page: int = 500,
             clock: Callable[[], float] = time.time,
+            quota: Quota = NO_QUOTA,
         ) -> InMemoryAffectStore:
-            return InMemoryAffectStore(max_batch=max_batch, max_page=max_page, clock=clock)
+            return InMemoryAffectStore(
+                max_batch=max_batch, max_page=max_page, clock=clock, quota=quota
+            )
 
         return make

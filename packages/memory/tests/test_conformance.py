@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bifrost.consumer.testing.conformance import MemoryStoreConformance, MemoryStoreFactory
+from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
 
 
@@ -22,6 +23,7 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySt
         max_batch: int = 1000,
         max_top_k: int = 1000,
         clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> RatatoskrMemoryStore:
         # A fresh, empty, independent store on every call.
         path = ":memory:" if request.param == "memory" else str(tmp_path / f"m{len(opened)}.db")
@@ -31,6 +33,7 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySt
             max_batch=max_batch,
             max_top_k=max_top_k,
             clock=clock,
+            quota=quota,
         )
         opened.append(s)
         return s

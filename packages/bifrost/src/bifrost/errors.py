@@ -25,6 +25,7 @@ __all__ = [
     "InvalidFilter",
     "MalformedEnvelope",
     "PayloadTooLarge",
+    "QuotaExceeded",
     "RevisionMismatch",
     "Unauthenticated",
     "Unavailable",
@@ -168,6 +169,14 @@ class RevisionMismatch(BifrostError, code="revision_mismatch", status=409, plane
         self.id = id
         self.expected = expected
         self.actual = actual
+
+
+class QuotaExceeded(BifrostError, code="quota_exceeded", status=413, plane=True):
+    """The write would take a tenant past its quota (records or stored bytes); the
+    message names the setting, never the tenant. Nothing was written; the same call
+    succeeds once the tenant's deletes make room (or the quota is raised). 413, not
+    429 (waiting frees nothing, and clients retry a 429 by themselves) nor 403 (the
+    token is fine) nor 507 (the server's disk is not full)."""
 
 
 class InsufficientStorage(BifrostError, code="insufficient_storage", status=507):

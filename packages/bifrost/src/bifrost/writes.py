@@ -10,7 +10,9 @@ How a backend uses it (``upsert_many`` / ``put_many``)::
             return write.replayed  # same actor, key and payload: the first result
         write.check(<stored scope of each of request.ids that exists>,
                     <current revision of each of request.ids>)  # grant, then revisions
-        <the store's own SQL (or dicts) for the items of request, stamped write.now>
+        <the store's own SQL (or dicts) for the items of request, stamped write.now,
+         each charged request.record_sizes() bytes to its tenant's usage>
+        check_quota(<usage of batch_tenants(request) as the write left it>, quota)
         return write.record()  # prunes expired entries, records this one
 
 A store gets ``upsert_many`` / ``put_many`` themselves (the protocol's signature
@@ -32,7 +34,9 @@ the transaction, ``perform_upsert`` / ``perform_put(request, actor)``.
   the batch's own scopes before it); :func:`check_revisions` the one
   optimistic-locking check (:class:`~bifrost.errors.RevisionMismatch` for the
   first failing id, in the order ``expected_revisions`` gave them), after it
-  (:func:`check_replaced` runs both, in that order).
+  (:func:`check_replaced` runs both, in that order); :func:`check_quota`
+  (:mod:`bifrost.quota`) the one per-tenant quota decision, on the usage the
+  write's own rows left, last before the ledger records the write.
 - The backend package provides the ledger (a :class:`Ledger`: ``lookup``,
   ``record``, ``prune``) inside the write's transaction — ``ratatoskr.sqlite``'s
   ``IdempotencyLedger.within(conn)``, the reference stores' dict ledger under
@@ -65,6 +69,7 @@ from bifrost.idempotency import (
     validate_idempotency_key,
 )
 from bifrost.jsoncodec import canonical_json
+from bifrost.quota import batch_tenants, check_quota, record_size
 from bifrost.records import validate_expected_revisions
 from bifrost.scope import inside_grant
 
@@ -74,9 +79,11 @@ __all__ = [
     "OpenWrite",
     "RecordedWrite",
     "WriteRequest",
+    "batch_tenants",
     "begin_write",
     "build_write_request",
     "check_existing_grant",
+    "check_quota",
     "check_replaced",
     "check_revisions",
     "digest_of_canonical",
@@ -103,7 +110,8 @@ class WriteRequest(Sequence[ItemT], Generic[ItemT]):
     (``upserted``, ``written``). ``grant`` is the caller's scope grant (``{}``:
     unrestricted), set by :func:`under_grant`: a record the write would replace
     must lie inside it, decided inside the write's transaction
-    (:func:`check_existing_grant`).
+    (:func:`check_existing_grant`). ``sizes`` are the items' canonical JSON lengths
+    when validation had them (see :meth:`record_sizes`).
     """
 
     verb: str
@@ -115,6 +123,14 @@ class WriteRequest(Sequence[ItemT], Generic[ItemT]):
     idempotency_class: str | None
     result_field: str
     grant: Mapping[str, str] = field(default_factory=dict)
+    sizes: tuple[int, ...] | None = None
+
+    def record_sizes(self) -> tuple[int, ...]:
+        """The bytes each item counts for in its tenant's quota
+        (:func:`bifrost.quota.record_size`), in batch order."""
+        if self.sizes is None:
+            return tuple(record_size(item.record) for item in self.items)  # type: ignore[attr-defined]
+        return self.sizes
 
     @property
     def ttl(self) -> int:
@@ -207,6 +223,7 @@ def build_write_request(
         idempotency_key=idempotency_key,
         idempotency_class=idempotency_class,
         result_field=result_field,
+        sizes=None if records_json is None else tuple(map(len, records_json)),
     )
 
 

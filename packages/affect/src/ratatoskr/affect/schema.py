@@ -22,6 +22,9 @@ revisions of existing keys writes ~34 pages instead of ~54; benchmarks/README.md
   one scope axis in key order (see ``listing.py``). A revision with the scope
   of the one before writes nothing here.
 - ``affect_idempotency``: the replay ledger (``ratatoskr.sqlite``).
+- ``affect_quota`` (migration 3): keys and bytes per tenant (:data:`QUOTA`, kept by
+  triggers on ``affect_current``, whose ``history_bytes`` is the length of every
+  revision the key keeps, see :mod:`bifrost.quota`), filled from the rows there.
 
 A key's ``key_id`` is the ``id`` of its first revision's history row: unique
 among live keys without a counter (that row lives as long as the key does;
@@ -39,9 +42,11 @@ from __future__ import annotations
 import apsw
 
 from ratatoskr.sqlite import IdempotencyLedger, Migration, StorageCorrupt
+from ratatoskr.sqlite.quota import TenantUsageTable
 
 PLANE = "affect"
 LEDGER = IdempotencyLedger("affect_idempotency")
+QUOTA = TenantUsageTable("affect_quota", "affect_current", "history_bytes")
 
 # Schema v1 (kept: migrations are append-only, and a v1 file is upgraded from it).
 # The record twice (current and history), a separate index b-tree under each
@@ -150,6 +155,15 @@ def _record_once_v2(conn: apsw.Connection) -> None:
 MIGRATIONS: list[Migration] = [
     Migration(1, "current state, history, scope index, ledger", _V1 + LEDGER.create_sql()),
     Migration(2, "each record once: history appended, current a pointer", _record_once_v2),
+    Migration(
+        3,
+        "per-tenant usage for quotas",
+        # A key's bytes: the UTF-8 length of each revision's canonical JSON it keeps.
+        "ALTER TABLE affect_current ADD COLUMN history_bytes INTEGER NOT NULL DEFAULT 0;"
+        "UPDATE affect_current SET history_bytes = (SELECT"
+        " coalesce(sum(length(CAST(h.record_json AS BLOB))), 0) FROM affect_history AS h"
+        " WHERE h.key_id = affect_current.key_id);" + QUOTA.create_sql(),
+    ),
 ]
 
 TABLES: tuple[str, ...] = (
@@ -157,4 +171,5 @@ TABLES: tuple[str, ...] = (
     "affect_history",
     "affect_scope",
     LEDGER.table,
+    QUOTA.table,
 )

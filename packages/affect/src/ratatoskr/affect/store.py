@@ -46,12 +46,13 @@ from bifrost.affect.validation import (
     ValidatedAffect,
 )
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import WriteRequest, begin_write
+from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
 from ratatoskr.affect import portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
-from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, TABLES
+from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
 
 __all__ = ["RatatoskrAffectStore", "SqliteAffectStore", "open_affect_store", "rfc3339"]
@@ -92,9 +93,11 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         max_page: int = DEFAULT_MAX_PAGE,
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> None:
         check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
         self._db = db
+        self.quota = quota
         self.max_batch = max_batch
         self.max_page = max_page
         self.max_scope_any = max_scope_any
@@ -127,12 +130,14 @@ class SqliteAffectStore(AffectWrites, AffectReads):
             )
             if request:
                 self._write(conn, request, heads, rfc3339(write.now))
+                if self.quota.enabled:  # the usage the triggers left
+                    check_quota(QUOTA.read(conn, batch_tenants(request)), self.quota)
             return write.record()
 
     @staticmethod
     def _write(
         conn: apsw.Connection,
-        items: Sequence[ValidatedAffect],
+        items: WriteRequest[ValidatedAffect],
         heads: dict[str, tuple[int, int, str]],
         stamp: str,
     ) -> None:
@@ -146,18 +151,20 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         moved: list[tuple[Any, ...]] = []
         scope_del: list[tuple[str, str, str]] = []
         scope_add: list[tuple[str, str, str]] = []
-        for row_id, it in enumerate(items, next_id):
+        # A key's history_bytes grow by each revision's size (its quota usage).
+        sizes = items.record_sizes()
+        for row_id, (it, size) in enumerate(zip(items, sizes, strict=True), next_id):
             scope_json = _scope_json(it.scope)
             old = heads.get(it.key)
             if old is None:
                 # A new key is named by the id of its first revision's row.
                 history.append((row_id, row_id, 1, it.record_json, stamp))
-                created.append((it.key, row_id, 1, row_id, scope_json))
+                created.append((it.key, row_id, 1, row_id, scope_json, size))
                 scope_add += [(a, v, it.key) for a, v in it.scope.items()]
                 continue
             key_id, revision = old[0], old[1] + 1
             history.append((row_id, key_id, revision, it.record_json, stamp))
-            moved.append((revision, row_id, scope_json, it.key))
+            moved.append((revision, row_id, scope_json, size, it.key))
             if old[2] != scope_json:
                 old_scope: dict[str, str] = codec.loads(old[2])
                 scope_del += [(a, v, it.key) for a, v in old_scope.items()]
@@ -170,13 +177,14 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         # Two statements, not an upsert: a plain UPDATE of a known row costs ~3/4.
         if moved:
             conn.executemany(
-                "UPDATE affect_current SET revision = ?, head = ?, scope_json = ? WHERE key = ?",
+                "UPDATE affect_current SET revision = ?, head = ?, scope_json = ?,"
+                " history_bytes = history_bytes + ? WHERE key = ?",
                 moved,
             )
         if created:
             conn.executemany(
-                "INSERT INTO affect_current (key, key_id, revision, head, scope_json)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO affect_current (key, key_id, revision, head, scope_json,"
+                " history_bytes) VALUES (?, ?, ?, ?, ?, ?)",
                 created,
             )
         if scope_del:
@@ -307,18 +315,26 @@ def open_affect_store(
     max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
     clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
+    quota: Quota = NO_QUOTA,
 ) -> SqliteAffectStore:
     """Open (creating the schema on first use) the affect store at ``db_path``.
 
-    ``":memory:"`` gives a private in-memory database. Raises ValueError for
-    non-positive limits and StorageError subclasses (StorageUnavailable,
-    StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable files.
+    ``":memory:"`` gives a private in-memory database. ``quota`` is the per-tenant
+    quota (:mod:`bifrost.quota`; a write past it raises QuotaExceeded, nothing
+    written). Raises ValueError for non-positive limits and StorageError subclasses
+    (StorageUnavailable, StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable
+    files.
     """
     check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
     db = Database(db_path, plane=PLANE, migrations=MIGRATIONS, options=options)
     try:
         return SqliteAffectStore(
-            db, max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any, clock=clock
+            db,
+            max_batch=max_batch,
+            max_page=max_page,
+            max_scope_any=max_scope_any,
+            clock=clock,
+            quota=quota,
         )
     except BaseException:
         db.close()

@@ -13,6 +13,9 @@
   ``tombstones_pruned_through``.
 - ``memory_idempotency``: the replay ledger, pruned by every write
   (:mod:`ratatoskr.sqlite.ledger`) through its ``expires_at`` index.
+- ``memory_quota`` (migration 4): chunks and bytes per tenant (:data:`QUOTA`, kept
+  by triggers on ``memory_chunks``; ``record_bytes`` is each chunk's canonical JSON
+  length, see :mod:`bifrost.quota`), filled from the chunks already there.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from collections.abc import Callable
 
 import apsw
 
+from bifrost.quota import record_size
 from ratatoskr.memory import records
 from ratatoskr.memory.changes import HORIZON
 from ratatoskr.sqlite import IdempotencyLedger, Migration, StorageCorrupt
+from ratatoskr.sqlite.quota import TenantUsageTable
 
 PLANE = "memory"
 LEDGER = IdempotencyLedger("memory_idempotency")
+QUOTA = TenantUsageTable("memory_quota", "memory_chunks", "record_bytes")
 # Rows rewritten per statement batch by migration 2: bounds the memory a large
 # file's upgrade holds, not its transaction (the whole upgrade is one).
 _MIGRATE_BATCH = 1000
@@ -41,6 +47,7 @@ def migrations(embedding_dim: int) -> list[Migration]:
             2, "embeddings as float64 beside record_json", _binary_embedding_v2(embedding_dim)
         ),
         Migration(3, "tombstone horizon, ledger expiry index", _V3),
+        Migration(4, "per-tenant usage for quotas", _usage_v4),
     ]
 
 
@@ -135,6 +142,29 @@ def _binary_embedding_v2(dim: int) -> Callable[[apsw.Connection], None]:
             last = int(rows[-1][0])  # type: ignore[arg-type]
 
     return migrate
+
+
+def _usage_v4(conn: apsw.Connection) -> None:
+    """``record_bytes`` of every chunk (its record rebuilt from the stored form, in
+    batches), then ``memory_quota`` from them and its triggers, in the migration's
+    transaction."""
+    conn.execute("ALTER TABLE memory_chunks ADD COLUMN record_bytes INTEGER NOT NULL DEFAULT 0")
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, record_json, embedding_key, embedding_f64 FROM memory_chunks"
+            " WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, _MIGRATE_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        sizes = [
+            (record_size(records.StoredChunk(str(text), key, blob, 1).record()), rowid)  # type: ignore[arg-type]
+            for rowid, text, key, blob in rows
+        ]
+        conn.executemany("UPDATE memory_chunks SET record_bytes = ? WHERE rowid = ?", sizes)
+        last = int(rows[-1][0])  # type: ignore[arg-type]
+    conn.execute(QUOTA.create_sql())
 
 
 def rebuild_vec_table(conn: apsw.Connection) -> tuple[str, ...]:

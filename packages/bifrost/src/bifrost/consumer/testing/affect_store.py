@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +25,10 @@ from bifrost.affect.validation import (
     ListQuery,
     ValidatedAffect,
 )
+from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
+from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
+from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 from bifrost.writes import WriteRequest, begin_write
 
@@ -43,6 +46,7 @@ class _Rev:
     scope: dict[str, str]
     revision: int
     recorded_at: str
+    size: int = 0  # bytes it counts for in its key's tenant's quota
 
     def view(self) -> dict[str, Any]:
         out = copy.deepcopy(self.record)
@@ -61,6 +65,7 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
         max_page: int = DEFAULT_MAX_PAGE,
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> None:
         check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
         self.max_batch = max_batch
@@ -70,6 +75,10 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
         self._lock = threading.RLock()
         self._keys: dict[str, list[_Rev]] = {}  # oldest first
         self._ledger = DictLedger()
+        # A key counts once, with the bytes of every revision it keeps, for the tenant
+        # of its newest revision.
+        self.quota = quota
+        self._usage = TenantUsage()
 
     def health(self) -> dict[str, Any]:
         return affect_health(max_batch=self.max_batch, max_page=self.max_page)
@@ -83,11 +92,26 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
             heads = {k: self._keys[k][-1] for k in request.ids if k in self._keys}
             current = {k: head.revision for k, head in heads.items()}
             write.check({k: head.scope for k, head in heads.items()}, current)
+            sizes = request.record_sizes()
+            usage = self._usage.after(
+                [(tenant_of(heads[k].scope), -1, -self._bytes(k)) for k in heads]
+                + [
+                    (tenant_of(it.scope), 1, n + (self._bytes(it.key) if it.key in heads else 0))
+                    for it, n in zip(request, sizes, strict=True)
+                ]
+            )
+            check_quota({t: usage[t] for t in batch_tenants(request)}, self.quota)
+            self._usage.apply(usage)
             stamp = rfc3339(write.now)
-            for it in request:
+            for it, size in zip(request, sizes, strict=True):
                 revision = current.get(it.key, 0) + 1
-                self._keys.setdefault(it.key, []).append(_Rev(it.record, it.scope, revision, stamp))
+                rev = _Rev(it.record, it.scope, revision, stamp, size)
+                self._keys.setdefault(it.key, []).append(rev)
             return write.record()
+
+    def _bytes(self, key: str) -> int:
+        """What ``key`` counts for: the bytes of every revision it keeps."""
+        return sum(r.size for r in self._keys[key])
 
     def perform_get(self, keys: Sequence[str]) -> list[dict[str, Any]]:
         with self._lock:
@@ -105,9 +129,24 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
                 "next_before_revision": page[-1].revision if more else None,
             }
 
+    def export_page(
+        self, after_key: str | None, limit: int, scope_all: Mapping[str, str]
+    ) -> tuple[list[ExportedKey], str | None]:
+        """A keyset page for an export (:mod:`bifrost.consumer.testing.portability`)."""
+        return portability.export_keys(self, after_key, limit, scope_all)
+
+    def import_keys(self, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+        """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
+        return portability.import_keys(self, batch, on_conflict, _Rev)
+
     def perform_delete(self, keys: Sequence[str]) -> int:
         with self._lock:
             present = [k for k in keys if k in self._keys]
+            self._usage.apply(
+                self._usage.after(
+                    (tenant_of(self._keys[k][-1].scope), -1, -self._bytes(k)) for k in present
+                )
+            )
             for k in present:
                 del self._keys[k]
             return len(present)

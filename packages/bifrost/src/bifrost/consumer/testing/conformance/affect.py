@@ -5,12 +5,13 @@ A real store's test module subclasses it and provides ``make_store``::
     class TestSqliteAffectStore(AffectStoreConformance):
         @pytest.fixture
         def make_store(self, tmp_path):
-            def make(*, max_batch=1000, max_page=500, clock=time.time):
+            def make(*, max_batch=1000, max_page=500, clock=time.time, quota=NO_QUOTA):
                 ...  # a fresh, empty, independent store on every call
             return make
 
 ``clock`` (seconds since the epoch) must drive both the idempotency TTL and
-``recorded_at``. The kit's ``store`` fixture is ``make_store()``.
+``recorded_at``; ``quota`` (:class:`bifrost.quota.Quota`) is the store's per-tenant
+quota. The kit's ``store`` fixture is ``make_store()``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from bifrost.consumer.testing.conformance._helpers import (
 )
 from bifrost.consumer.testing.conformance.grants import AffectGrantTests
 from bifrost.consumer.testing.conformance.parity import run_parity
+from bifrost.consumer.testing.conformance.quota import AffectQuotaTests
 from bifrost.errors import IdempotencyConflict, InvalidArguments, InvalidFilter, RevisionMismatch
+from bifrost.quota import Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 
 __all__ = ["AffectStoreConformance", "AffectStoreFactory"]
@@ -46,7 +49,12 @@ CTX = ctx(plane="affect")
 
 class AffectStoreFactory(Protocol):
     def __call__(
-        self, *, max_batch: int = ..., max_page: int = ..., clock: Callable[[], float] = ...
+        self,
+        *,
+        max_batch: int = ...,
+        max_page: int = ...,
+        clock: Callable[[], float] = ...,
+        quota: Quota = ...,
     ) -> AffectDataStore: ...
 
 
@@ -67,7 +75,7 @@ def env(verb: str, args: dict[str, Any] | None = None, **extra: Any) -> dict[str
     return {**out, **extra}
 
 
-class AffectStoreConformance(AffectGrantTests):
+class AffectStoreConformance(AffectGrantTests, AffectQuotaTests):
     """Every rule of affect-plane.md, and the write grant, against ``store``."""
 
     @pytest.fixture

@@ -9,15 +9,18 @@ A real store's test module subclasses it and provides ``make_store``::
     class TestSqliteMemoryStore(MemoryStoreConformance):
         @pytest.fixture
         def make_store(self, tmp_path):
-            def make(*, embedding_dim=8, max_batch=1000, max_top_k=1000, clock=time.time):
+            def make(*, embedding_dim=8, max_batch=1000, max_top_k=1000, clock=time.time,
+                     quota=NO_QUOTA):
                 path = tmp_path / f"{uuid.uuid4()}.db"
                 return open_memory_store(str(path), embedding_dim=embedding_dim,
-                                         max_batch=max_batch, max_top_k=max_top_k, clock=clock)
+                                         max_batch=max_batch, max_top_k=max_top_k, clock=clock,
+                                         quota=quota)
             return make
 
 ``make_store`` returns a fresh, empty, independent store on every call and
 accepts exactly those keyword arguments; ``clock`` (seconds since the epoch)
-must drive the idempotency TTL. The kit's ``store`` fixture is
+must drive the idempotency TTL; ``quota`` is the store's per-tenant quota
+(:class:`bifrost.quota.Quota`, default ``NO_QUOTA``). The kit's ``store`` fixture is
 ``make_store(embedding_dim=8)``.
 """
 
@@ -27,11 +30,13 @@ from bifrost.consumer.testing.conformance.grants import MemoryGrantTests
 from bifrost.consumer.testing.conformance.memory_read import MemoryReadTests
 from bifrost.consumer.testing.conformance.memory_search import MemorySearchTests
 from bifrost.consumer.testing.conformance.memory_upsert import MemoryUpsertTests
+from bifrost.consumer.testing.conformance.quota import MemoryQuotaTests
 
 __all__ = ["MemoryStoreConformance"]
 
 
 class MemoryStoreConformance(
-    MemoryUpsertTests, MemorySearchTests, MemoryReadTests, MemoryGrantTests
+    MemoryUpsertTests, MemorySearchTests, MemoryReadTests, MemoryGrantTests, MemoryQuotaTests
 ):
-    """Every seed TESTS entry and every rule of memory-plane.md, and the write grant."""
+    """Every seed TESTS entry and every rule of memory-plane.md, the write grant and the
+    per-tenant quota."""

@@ -5,12 +5,14 @@ Contract for a store's test module::
     class TestMyStore(MemoryStoreConformance):
         @pytest.fixture
         def make_store(self, tmp_path) -> MemoryStoreFactory:
-            def make(*, embedding_dim=8, max_batch=1000, max_top_k=1000, clock=time.time):
+            def make(*, embedding_dim=8, max_batch=1000, max_top_k=1000, clock=time.time,
+                     quota=NO_QUOTA):
                 ...  # a fresh, empty, independent store on every call
             return make
 
 ``make_store`` must accept exactly those keyword arguments (``clock`` returns
-seconds since the epoch and drives the idempotency TTL); the kit's ``store``
+seconds since the epoch and drives the idempotency TTL; ``quota``, a
+:class:`bifrost.quota.Quota`, is the store's per-tenant quota); the kit's ``store``
 fixture is ``make_store()`` (embedding_dim 8). Subclasses may override
 ``store`` but must keep it fresh and empty.
 """
@@ -30,6 +32,7 @@ from bifrost.consumer.testing.conformance._helpers import (
     memory_snapshot,
 )
 from bifrost.memory.protocol import MemoryDataStore
+from bifrost.quota import Quota
 
 __all__ = ["CTX", "V1_CAPS", "MemoryKitBase", "MemoryStoreFactory", "seeded", "up"]
 
@@ -51,6 +54,7 @@ class MemoryStoreFactory(Protocol):
         max_batch: int = ...,
         max_top_k: int = ...,
         clock: Callable[[], float] = ...,
+        quota: Quota = ...,
     ) -> MemoryDataStore: ...
 
 
