@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from ratatoskr.vmp import VmpStore, build_vmp_app, open_vmp_store
-from ratatoskr.vmp import app as app_module
+from ratatoskr.vmp import upload as upload_module
 from ratatoskr.vmp.snapshot import MAGIC, snapshot_size_limit
 
 from .conftest import API_KEY, AUTH, DIM, SNAPSHOT_BODY, vec
@@ -478,7 +478,7 @@ def test_the_upload_is_restored_from_the_spool_not_from_memory(
 def test_a_full_disk_while_spooling_is_507(
     store: VmpStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = app_module._write_all
+    real = upload_module._write_all
 
     def no_space(spool: IO[bytes], pieces: list[bytes]) -> None:
         class Full:
@@ -487,7 +487,7 @@ def test_a_full_disk_while_spooling_is_507(
 
         real(Full(), pieces)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(app_module, "_write_all", no_space)
+    monkeypatch.setattr(upload_module, "_write_all", no_space)
     with TestClient(build_vmp_app(store, api_key=API_KEY), headers=AUTH) as http:
         before = state(http)
         response = http.post(UPLOAD, content=snapshot_of(2), headers=SNAPSHOT_BODY)
