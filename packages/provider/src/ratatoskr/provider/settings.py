@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     memory_read_db: str | None = Field(
         None,
         description="A read replica (streaming standby) of the memory plane's PostgreSQL "
-        "database, as a postgresql:// DSN: search, get and get_many run there once it has "
+        "database, as a postgresql:// DSN: search, get, get_many and scan run there once it has "
         "replayed every acknowledged write, else on the primary; unset: the primary.",
     )
     affect_read_db: str | None = Field(
