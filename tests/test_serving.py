@@ -8,6 +8,7 @@ Nagle's algorithm plus the client's delayed ACK added ~40 ms to every answer.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import statistics
 import threading
@@ -155,11 +156,12 @@ def test_connections_make_room_when_descriptors_near_the_limit() -> None:
             if server.started:
                 break
             time.sleep(0.05)
-        probe = socket.socket()
-        # Room for about 8 more descriptors (4 connections: the client ends are ours too).
-        config.open_file_limit = probe.fileno() + 32 + 8
-        probe.close()
-        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+        # Room for about 8 descriptors past the highest open now (4 connections: the
+        # client ends are ours too), once the free ones below it (holes) are taken.
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+        holes = max(fds) + 1 - len(fds)
+        config.open_file_limit = max(fds) + 1 + 32 + 8
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(holes + 40)]
         answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
         assert answer.status_code == 200
         idle[0].settimeout(2)

@@ -48,7 +48,6 @@ _LINGER_S = 1.0
 _LINGER_BYTES = 256 * 1024
 # A head's bytes beside its method, URL and header lines: " ", " HTTP/1.1\r\n", "\r\n".
 _REQUEST_LINE_AND_END = 1 + 11 + 2
-_SHORTEST_METHOD = 3  # GET, PUT
 # Descriptors kept free below the open-file limit whatever the connection count.
 _FD_HEADROOM = 32
 
@@ -113,9 +112,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._tail = b""  # its last bytes, to find a blank line split over two reads
         # Body bytes still to come at the declared Content-Length; None: chunked.
         self._body_left: int | None = 0
-        # What the parser has handed over of this head: URL and header bytes, headers.
-        self._parsed_bytes = 0
-        self._parsed_headers = 0
+        # The parser is reading a chunked body, and whatever follows it in this read.
+        self._unchecked = False
         # Why the head was refused; a 431 is owed once the responses in flight are sent.
         self._refused: str | None = None
         self._answered = False
@@ -188,7 +186,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                     continue
                 self._body_left -= take
             piece = data if take == size else memoryview(data)[pos : pos + take]
+            self._unchecked = chunked
             super().data_received(piece)  # type: ignore[arg-type]  # httptools reads any buffer
+            self._unchecked = False
             if chunked and self._in_head:
                 self._count_head_read_with_body(data, pos)
             pos += take
@@ -277,34 +277,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # Parser events (the parser calls these from inside data_received)
 
-    # The parser's own view of the head backs the byte count up where that had to
-    # estimate (a pipelined head read together with a chunked body): the head is the
-    # method, the URL, the version, each header with its ": " and CRLF, and CRLFs.
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._in_head = True
-        self._parsed_bytes = self._parsed_headers = 0
-
-    def on_url(self, url: bytes) -> None:
-        super().on_url(url)
-        self._parsed_bytes += len(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self._refused is not None:
-            return
-        super().on_header(name, value)
-        self._parsed_headers += 1
-        self._parsed_bytes += len(name) + len(value) + 4
-        self._check_parsed_head(_SHORTEST_METHOD)
-
-    def _check_parsed_head(self, method_bytes: int) -> None:
-        if self._refused is not None:
-            return
-        if self._parsed_headers > self._max_headers:
-            self._refused = f"more than {self._max_headers} request header lines"
-        elif self._parsed_bytes + method_bytes + _REQUEST_LINE_AND_END > self._max_head_bytes:
-            self._refused = f"request head larger than {self._max_head_bytes} bytes"
+    # A head the parser read together with a chunked body, uncounted, is measured from
+    # what the parser made of it (method, URL, headers; the rest of a head is fixed
+    # bytes) before its request runs; it was bounded meanwhile by the read (256 KiB).
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -312,9 +287,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._tail = b""
         self._body_left = self._declared_length()
         self._waiting.pop(self, None)  # a request is in flight now
-        self._check_parsed_head(len(self.parser.get_method()))
+        if self._unchecked:
+            self._check_parsed_head()
         if self._refused is None:
             super().on_headers_complete()  # runs the app
+
+    def _check_parsed_head(self) -> None:
+        if self._refused is not None:
+            return
+        size = len(self.parser.get_method()) + len(self.url) + _REQUEST_LINE_AND_END
+        size += sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if len(self.headers) > self._max_headers:
+            self._refused = f"more than {self._max_headers} request header lines"
+        elif size > self._max_head_bytes:
+            self._refused = f"request head larger than {self._max_head_bytes} bytes"
 
     def on_body(self, body: bytes) -> None:
         if self._refused is None:
