@@ -23,7 +23,7 @@ from .conftest import DIM, chunk, vec
 TABLES = [
     "SELECT * FROM memory_chunks ORDER BY chunk_id",
     "SELECT chunk_id, embedding FROM memory_vec ORDER BY chunk_id",
-    "SELECT * FROM memory_tombstones ORDER BY chunk_id",
+    "SELECT * FROM memory_tombstones ORDER BY digest",
     "SELECT * FROM memory_counters ORDER BY name",
     "SELECT * FROM memory_idempotency ORDER BY idempotency_id",
     "SELECT * FROM ratatoskr_meta ORDER BY key",

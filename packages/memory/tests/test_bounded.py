@@ -33,10 +33,13 @@ def ledger_size(store: RatatoskrMemoryStore) -> int:
 
 
 def tombstones(store: RatatoskrMemoryStore) -> list[tuple[str, int]]:
+    """The tombstones, each digest named by the id ``c<n>`` (n < 1000) it is of."""
     with store.database.read() as conn:
+        secret = changes.key(conn)
+        names = {changes.digest(secret, f"c{i}"): f"c{i}" for i in range(1000)}
         return [
-            (str(cid), int(seq))
-            for cid, seq in conn.execute("SELECT chunk_id, seq FROM memory_tombstones ORDER BY seq")
+            (names.get(bytes(d), "?"), int(seq))  # type: ignore[arg-type]
+            for d, seq in conn.execute("SELECT digest, seq FROM memory_tombstones ORDER BY seq")
         ]
 
 

@@ -50,7 +50,7 @@ from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
-from ratatoskr.affect import portability
+from ratatoskr.affect import erase, portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, codec
@@ -200,22 +200,15 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         """Erase current rows, history rows and scope-index rows, in one transaction."""
         with self._db.write() as conn:
             heads = self._heads(conn, keys)
-            if heads:
-                conn.executemany(
-                    "DELETE FROM affect_history WHERE key_id = ?",
-                    [(key_id,) for key_id, _rev, _scope in heads.values()],
-                )
-                conn.executemany("DELETE FROM affect_current WHERE key = ?", [(k,) for k in heads])
-                scope_rows = [
-                    (axis, value, key)
-                    for key, (_id, _rev, scope_json) in heads.items()
-                    for axis, value in codec.loads(scope_json).items()
-                ]
-                conn.executemany(
-                    "DELETE FROM affect_scope WHERE axis = ? AND value = ? AND key = ?",
-                    scope_rows,
-                )
+            erase.remove_keys(conn, heads)
+        if heads:
+            self._db.erasure.erased()  # flushed by a truncating checkpoint (erase.py)
         return len(heads)
+
+    def forget(self, scope: Mapping[str, str], *, dry_run: bool = False) -> int:
+        """Erase every key (whole history) whose scope contains ``scope``'s axes
+        (:func:`ratatoskr.affect.erase.forget`); returns the count."""
+        return erase.forget(self, scope, dry_run=dry_run)
 
     # -- reads -----------------------------------------------------------------------
 

@@ -13,11 +13,21 @@ complete only after ``tombstones_pruned_through`` (every tombstone stamped later
 is kept). An index older than that horizon cannot tell which of its rows were
 deleted, so it reloads from the database instead of catching up: correctness
 over speed, for a process that fell that far behind.
+
+A tombstone keeps no id in the clear (an erased record leaves no byte of its id
+in the file): it holds a keyed BLAKE2b digest of the id, with a random key made
+once per file (migration 4, ``ratatoskr_meta`` ``tombstone_key``). A process
+catching up maps digests back to the ids its index holds (:class:`Digests`).
+The key lives in the same file, so it hides nothing from whoever holds the file
+and guesses an id: it only makes a digest useless outside that file (no table
+of precomputed digests works on two deployments). Chunk ids are unguessable
+(the spec), which is what keeps a digest from being reversed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterable, Sequence
 
 import apsw
 
@@ -31,10 +41,28 @@ DEFAULT_TOMBSTONE_RETENTION = 10_000
 PRUNE_PER_WRITE = 64
 
 SEQ = "seq"
+KEY = "tombstone_key"
+_DIGEST_BYTES = 16
 HORIZON = "tombstones_pruned_through"
 # The change counter as a scalar subquery (NULL before the first write: read as 0),
 # for a statement that reads it in the same snapshot as the rows it returns.
 SEQ_SQL = f"(SELECT value FROM memory_counters WHERE name = '{SEQ}')"
+
+
+# Migration 5: tombstones keyed by the digest of the id. The old table's ids go
+# (zeroed, secure_delete); the horizon moves to the current ``seq``, so an index older
+# than this reloads instead of catching up from tombstones it could not read.
+DIGEST_TOMBSTONES_SQL = f"""
+DROP TABLE memory_tombstones;
+CREATE TABLE memory_tombstones (
+    digest BLOB PRIMARY KEY,
+    seq INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX memory_tombstones_seq ON memory_tombstones(seq);
+UPDATE memory_counters SET value = (SELECT value FROM memory_counters WHERE name = '{SEQ}')
+    WHERE name = '{HORIZON}';
+INSERT OR IGNORE INTO ratatoskr_meta (key, value) VALUES ('{KEY}', lower(hex(randomblob(32))));
+"""
 
 
 def _counter(conn: apsw.Connection, name: str) -> int:
@@ -57,17 +85,78 @@ def horizon(conn: apsw.Connection) -> int:
     return _counter(conn, HORIZON)
 
 
+def key(conn: apsw.Connection) -> bytes:
+    """The file's tombstone key. Raises RuntimeError for a file without one (its
+    migration 4 did not run, which an open prevents)."""
+    rows = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = ?", (KEY,)).fetchall()
+    if not rows:
+        raise RuntimeError("the memory file has no tombstone key; run `ratatoskr doctor`")
+    return bytes.fromhex(str(rows[0][0]))
+
+
+def digest(secret: bytes, chunk_id: str) -> bytes:
+    """The tombstone of ``chunk_id``: its keyed BLAKE2b-128 digest."""
+    return hashlib.blake2b(chunk_id.encode("utf-8"), key=secret, digest_size=_DIGEST_BYTES).digest()
+
+
 def bury(conn: apsw.Connection, ids: Sequence[str], at: int) -> None:
     """Tombstones for ``ids`` deleted by the write stamped ``at``."""
+    secret = key(conn)
     conn.executemany(
-        "INSERT OR REPLACE INTO memory_tombstones (chunk_id, seq) VALUES (?, ?)",
-        [(chunk_id, at) for chunk_id in ids],
+        "INSERT OR REPLACE INTO memory_tombstones (digest, seq) VALUES (?, ?)",
+        [(digest(secret, chunk_id), at) for chunk_id in ids],
     )
 
 
 def unbury(conn: apsw.Connection, ids: Sequence[str]) -> None:
     """Drop the tombstones of ``ids`` written again (their rows carry the newer stamp)."""
-    conn.executemany("DELETE FROM memory_tombstones WHERE chunk_id = ?", [(i,) for i in ids])
+    secret = key(conn)
+    conn.executemany(
+        "DELETE FROM memory_tombstones WHERE digest = ?", [(digest(secret, i),) for i in ids]
+    )
+
+
+def buried_since(conn: apsw.Connection, since: int) -> list[bytes]:
+    """The digests of the ids deleted by writes stamped after ``since``."""
+    return [
+        bytes(row[0])
+        for row in conn.execute("SELECT digest FROM memory_tombstones WHERE seq > ?", (since,))
+    ]
+
+
+class Digests:
+    """Tombstone digests back to the ids of an index: built from the ids it holds
+    when a digest is first not found, kept up to date with the ids it learns since
+    (ids it no longer holds may stay: removing an absent id does nothing)."""
+
+    def __init__(self) -> None:
+        self._secret: bytes | None = None
+        self._ids: dict[bytes, str] = {}
+        self._complete = False
+
+    def resolve(
+        self, conn: apsw.Connection, digests: Sequence[bytes], held: Iterable[str]
+    ) -> list[str]:
+        """The ids of ``held`` whose digests are among ``digests``."""
+        if not digests:
+            return []
+        secret = key(conn)
+        if secret != self._secret:
+            self._secret, self._ids, self._complete = secret, {}, False
+        if not self._complete and any(d not in self._ids for d in digests):
+            self._ids = {digest(secret, i): i for i in held}
+            self._complete = True
+        return [self._ids[d] for d in digests if d in self._ids]
+
+    def learn(self, ids: Iterable[str]) -> None:
+        """Ids the index now holds (so a later delete of them resolves without a rebuild)."""
+        if self._complete and self._secret is not None:
+            for i in ids:
+                self._ids[digest(self._secret, i)] = i
+
+    def forget_all(self) -> None:
+        """The index was rebuilt: the next miss maps every id again."""
+        self._complete = False
 
 
 def prune(conn: apsw.Connection, *, at: int, retention: int, limit: int) -> int:
@@ -77,8 +166,8 @@ def prune(conn: apsw.Connection, *, at: int, retention: int, limit: int) -> int:
     if floor < 1 or limit < 1:
         return 0
     dropped = conn.execute(
-        "DELETE FROM memory_tombstones WHERE chunk_id IN ("
-        " SELECT chunk_id FROM memory_tombstones WHERE seq <= ? ORDER BY seq LIMIT ?)"
+        "DELETE FROM memory_tombstones WHERE digest IN ("
+        " SELECT digest FROM memory_tombstones WHERE seq <= ? ORDER BY seq LIMIT ?)"
         " RETURNING seq",
         (floor, limit),
     ).fetchall()

@@ -27,7 +27,7 @@ import apsw
 
 from bifrost.quota import record_size
 from ratatoskr.memory import records
-from ratatoskr.memory.changes import HORIZON
+from ratatoskr.memory.changes import DIGEST_TOMBSTONES_SQL, HORIZON
 from ratatoskr.sqlite import IdempotencyLedger, Migration, StorageCorrupt
 from ratatoskr.sqlite.quota import TenantUsageTable
 
@@ -48,6 +48,7 @@ def migrations(embedding_dim: int) -> list[Migration]:
         ),
         Migration(3, "tombstone horizon, ledger expiry index", _V3),
         Migration(4, "per-tenant usage for quotas", _usage_v4),
+        Migration(5, "tombstones keep a keyed digest of the id", DIGEST_TOMBSTONES_SQL),
     ]
 
 

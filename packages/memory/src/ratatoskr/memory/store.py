@@ -52,8 +52,7 @@ from bifrost.portability import (
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
-from ratatoskr.memory import changes
-from ratatoskr.memory import portability
+from ratatoskr.memory import changes, erase, portability
 from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
 from ratatoskr.memory.records import StoredChunk
@@ -136,6 +135,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         self._sync = SyncedIndex(limits.embedding_dim, limits.filterable_fields)
         with self._db.read() as conn:
             self._sync.load(conn)
+        erase.attach(self)
 
     # -- descriptors -----------------------------------------------------------------
 
@@ -237,20 +237,12 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
     def perform_delete(self, ids: Sequence[str]) -> int:
         """Delete chunks and their index rows in one transaction (then mirror the
         committed delete into the in-process index)."""
-        with self._db.write() as conn:
-            present = list(self._revisions(conn, ids))
-            seq_before = changes.seq(conn)
-            seq = seq_before + 1
-            if present:
-                rows = [(chunk_id,) for chunk_id in present]
-                conn.executemany("DELETE FROM memory_chunks WHERE chunk_id = ?", rows)
-                conn.executemany("DELETE FROM memory_vec WHERE chunk_id = ?", rows)
-                changes.bury(conn, present, seq)
-                changes.set_seq(conn, seq)
-                self._prune_tombstones(conn, seq, added=len(present))
-        if present:
-            self._sync.apply(seq_before, seq, deletes=present)
-        return len(present)
+        return len(erase.erase_chosen(self, lambda conn: list(self._revisions(conn, ids))))
+
+    def forget(self, scope: Mapping[str, str], *, dry_run: bool = False) -> int:
+        """Erase every chunk whose scope contains ``scope``'s axes (see
+        :func:`ratatoskr.memory.erase.forget`); returns the count."""
+        return erase.forget(self, scope, dry_run=dry_run)
 
     def _prune_tombstones(self, conn: apsw.Connection, seq: int, *, added: int) -> None:
         """Drop tombstones past the retention horizon: more than this write ``added``,

@@ -149,6 +149,21 @@ class SyncedIndex:
                 return  # behind another process's writes: its own close keeps the file
             self._write(path, sidecar.lineage(conn))
 
+    def rewrite(self, conn: apsw.Connection) -> None:
+        """After an erasure: write the sidecar again from the index caught up to
+        ``conn``'s snapshot, so the file no longer holds the erased ids and codes; when
+        it cannot be written, remove it (a cache: the next open rebuilds). Nothing to
+        do when there is no sidecar."""
+        path = sidecar.path_for(conn)
+        if path is None or not os.path.exists(path):
+            return
+        with self.lock.write():
+            self._catch_up(conn, changes.seq(conn))
+            self._write(path, sidecar.lineage(conn))
+            if self._saved_seq != self.index.seq:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
     def _write(self, path: str, origin: str) -> None:
         """Write the sidecar of the index (lock held); an OSError leaves it unwritten."""
         with contextlib.suppress(OSError):
@@ -245,8 +260,8 @@ class SyncedIndex:
             self._reload(conn, db_seq)
             return
         buried = changes.buried_since(conn, since)
-        for chunk_id in self._digests.resolve(conn, buried, self.index._row):
-            self.index.remove(chunk_id)
+        for gone in self._digests.resolve(conn, buried, self.index._row):
+            self.index.remove(gone)
         for chunk_id, scope_json, record_json, key, f64 in conn.execute(
             "SELECT chunk_id, scope_json, record_json, embedding_key, embedding_f64"
             " FROM memory_chunks WHERE seq > ?",

@@ -32,6 +32,7 @@ from bifrost.scope import validate_record_scope
 from ratatoskr.provider.devmode import DEV_HOST, dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.export import run_export
+from ratatoskr.provider.forget import FORGET_PLANES, parse_scope, run_forget
 from ratatoskr.provider.import_ import run_import
 from ratatoskr.provider.operate import (
     OperationFailed,
@@ -310,6 +311,37 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return run_stats(settings, _planes(args.plane), as_json=args.json, out=sys.stdout)
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    settings = load_settings(args.dev)
+    scope = parse_scope(args.scope)
+    planes = FORGET_PLANES if args.plane == "all" else (args.plane,)
+    return run_forget(
+        settings, planes, scope, dry_run=args.dry_run, vacuum_full=args.vacuum_full, out=sys.stdout
+    )
+
+
+def _forget_command(sub: Any) -> None:
+    forget = sub.add_parser(
+        "forget",
+        help="erase every record of a scope, e.g. one end user (beside a running provider)",
+        description="Erase every chunk and every affect key (with its whole history) whose "
+        "scope contains the given axes. SQLite: no byte of them is left in the plane's files "
+        "when it returns. PostgreSQL: dead rows until VACUUM (see --vacuum-full).",
+    )
+    forget.add_argument(
+        "--scope", required=True, help='axes the records\' scope holds, e.g. \'{"end_user": "u1"}\''
+    )
+    forget.add_argument("--plane", choices=["all", *FORGET_PLANES], default="all")
+    forget.add_argument("--dry-run", action="store_true", help="count only, erase nothing")
+    forget.add_argument(
+        "--vacuum-full",
+        action="store_true",
+        help="PostgreSQL: VACUUM FULL the plane's tables afterwards (locks them while it runs)",
+    )
+    forget.add_argument("--dev", action="store_true", help="the --dev databases in var/")
+    forget.set_defaults(func=cmd_forget)
+
+
 def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--dev", action="store_true", help=f"zero-configuration local mode (on {DEV_HOST} only)"
@@ -423,6 +455,7 @@ def parser() -> argparse.ArgumentParser:
     compact.add_argument("--dev", action="store_true", help="the --dev databases in var/")
     compact.set_defaults(func=cmd_compact)
     _portability_commands(sub)
+    _forget_command(sub)
     return p
 
 

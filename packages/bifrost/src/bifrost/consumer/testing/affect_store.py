@@ -139,6 +139,17 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
         """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
         return portability.import_keys(self, batch, on_conflict, _Rev)
 
+    def forget(self, scope: dict[str, str], *, dry_run: bool = False) -> int:
+        """Erase every key (whole history) whose scope contains ``scope``'s axes; the count
+        (``dry_run``: count only). What ``ratatoskr forget`` does on a real store."""
+        with self._lock:
+            wanted = [
+                k
+                for k, c in self._keys.items()
+                if all(c[-1].scope.get(a) == v for a, v in scope.items())
+            ]
+        return len(wanted) if dry_run else self.perform_delete(wanted)
+
     def perform_delete(self, keys: Sequence[str]) -> int:
         with self._lock:
             present = [k for k in keys if k in self._keys]

@@ -172,6 +172,17 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
         return portability.import_chunks(self, batch, on_conflict, _Chunk)
 
+    def forget(self, scope: dict[str, str], *, dry_run: bool = False) -> int:
+        """Erase every chunk whose scope contains ``scope``'s axes; the count
+        (``dry_run``: count only). What ``ratatoskr forget`` does on a real store."""
+        with self._lock:
+            wanted = [
+                k
+                for k, c in self._chunks.items()
+                if all(c.scope.get(a) == v for a, v in scope.items())
+            ]
+        return len(wanted) if dry_run else self.perform_delete(wanted)
+
     def perform_delete(self, ids: Sequence[str]) -> int:
         with self._lock:
             present = [cid for cid in ids if cid in self._chunks]
