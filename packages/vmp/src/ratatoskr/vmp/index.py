@@ -1,61 +1,15 @@
 """Exact top-k search over Q16.16 vectors, fast enough to answer from memory.
 
-The store keeps every vector in SQLite; this index holds an in-memory copy
-(row = record_id, since records are append-only and numbered from 0) and
-answers a query in two passes. Floats only choose which rows the second pass
-scores; the second pass is exact, so results are bit-identical on every
-machine, BLAS and SIMD library.
-
-**1. Float32 prefilter.** Every row gets an approximate key ``k̃_i`` of its
-true key ``K_i = Σx² - 2·x·y`` (real units; the squared distance less the
-query's own ``Σy²``, which does not change the order), and one bound ``E``
-holds for every row: ``|k̃_i - K_i| ≤ E``.
-
-*The bound.* Let ``u = 2**-24`` (float32 unit roundoff), ``D`` the dimension,
-``N`` the largest stored norm ``‖x_i‖`` and ``‖y‖`` the query's. Values are
-multiples of ``2**-16`` within ±2**15, so rounding one to float32 (``x̂``, ``ŷ``)
-errs by at most ``u·|x|`` (no underflow, no overflow). The key is a dot product
-of ``D + 1`` terms — ``-2ŷ_j·x̂_j`` and the row's float32 ``ŝ_i = fl(Σx²)`` (the
-float64 sum rounded once more: ``|ŝ_i - Σx²| ≤ 1.01·u·‖x‖²`` for D ≤ 4096).
-Evaluated in float32 in any order, blocked, vectorised, with or without fused
-multiply-adds, a sum of ``D + 1`` products errs by at most
-``γ_{D+1}·Σ|terms|`` with ``γ_n = n·u/(1 - n·u)``, and
-``Σ|terms| ≤ ŝ_i + 2‖ŷ‖‖x̂_i‖``; rounding the inputs moves ``-2x·y`` by at most
-``2(2u + u²)‖x‖‖y‖``. Altogether, with ``γ_{D+1} ≤ (D+1)·u·1.0003`` for D ≤ 4096:
-
-    |k̃_i - K_i| ≤ (D + 4)·u·(‖x_i‖ + ‖y‖)² ≤ (D + 4)·u·(N + ‖y‖)²,
-
-and ``E`` is that taken 2.5 times, which also covers the float64 roundings of
-``N``, ``‖y‖`` and of the threshold arithmetic below (each relative 2**-53).
-The dims above ``WIDE_MAX_DIM`` take ``k̃_i = s_i - 2·(x̂·ŷ)`` in float64 around
-a float32 dot product: fewer roundings, the same bound.
-
-*The candidates.* Let ``T`` be the k-th smallest ``k̃``. The k rows at or
-under it have ``K ≤ T + E``, so the k-th smallest true key is at most ``T + E``,
-and every row of the true top k — ties with the k-th included — has
-``k̃ ≤ K + E ≤ T + 2E``: the candidates are the rows with ``k̃ ≤ T + 2E`` (the
-threshold raised by a relative 2**-22 and 2**-126, so that rounding it to
-float32 for the comparison — to nearest, half an ulp at most — loses none).
-
-``‖y‖`` is ``math.hypot`` of the query's integers times 2**-16 (an error below
-one ulp, inside the factor 2.5 above).
-
-**2. Exact re-score** of the candidates, ordered by (distance, record_id).
-Let ``A`` bound every stored ``|x|`` and ``Y`` the query's ``|y|`` (Q16.16
-integers). When ``D·(A+Y)² < 2**63`` — embeddings of magnitude ≤ 1 are far
-inside — every ``(x-y)²`` and every partial sum of them is a non-negative
-integer below 2**63, so plain int64 arithmetic is exact. Otherwise each
-difference ``d`` (|d| < 2**32) splits into limbs ``d = h·2**16 + l`` with
-``0 ≤ l < 2**16``: Σh², Σh·l and Σl² fit int64 for any D ≤ 4096, and recombine
-into an exact (hi, lo) pair with ``total = hi·2**32 + lo``, ``0 ≤ lo < 2**32``.
-
-Kernels (measured side by side, ``benchmarks/vmp_bench.py``, the README's VMP
-section): up to ``WIDE_MAX_DIM`` the prefilter is one BLAS vector-matrix product
-over a float32 matrix stored one column per record (``D + 1`` rows, the last
-``ŝ``), which streams long contiguous rows and costs half the bytes of float64.
-Above it, simsimd's dot product (one row per record): it runs in the calling
-thread, whereas OpenBLAS spreads a product that size over threads that busy-wait
-— on a busy 2-core machine that measured 3-10× slower than one thread.
+The store keeps every vector in SQLite; this index holds an in-memory copy (row =
+record_id: records are append-only and numbered from 0) and answers a query in two
+passes. A float32 prefilter gives every row an approximate key within one rigorous
+bound of its true key (:func:`prefilter_slack`), which tells the rows that may be in
+the top k; those are re-scored exactly in integers (:func:`exact_in_int64`,
+:func:`exact_distances`). Floats only choose which rows the second pass scores, so
+results are bit-identical on every machine, BLAS and SIMD library. Up to
+``WIDE_MAX_DIM`` the prefilter is one BLAS product over a matrix kept one column per
+record; above it simsimd's single-threaded dot product (package README, *Decisions
+and measurements*).
 """
 
 from __future__ import annotations
@@ -101,9 +55,12 @@ FloatArray = npt.NDArray[np.float32] | npt.NDArray[np.float64]
 
 
 def exact_distances(rows: Int32Matrix, query: Int64Array) -> tuple[Int64Array, Int64Array]:
-    """Exact squared L2 distances of ``rows`` to ``query``.
+    """Exact squared L2 distances of ``rows`` to ``query``, for any magnitude.
 
     Returned as two int64 arrays (hi, lo) with distance = hi·2**32 + lo and 0 ≤ lo < 2**32.
+    Each difference ``d`` (|d| < 2**32) splits into limbs ``d = h·2**16 + l`` with
+    ``0 ≤ l < 2**16``: Σh², Σh·l and Σl² fit int64 for any D ≤ 4096, and recombine
+    into the exact pair.
     """
     count = rows.shape[0]
     hi = np.empty(count, dtype=np.int64)
@@ -125,12 +82,38 @@ def exact_distances(rows: Int32Matrix, query: Int64Array) -> tuple[Int64Array, I
 
 
 def exact_in_int64(dim: int, max_row: int, max_query: int) -> bool:
-    """Whether a plain int64 re-score is exact: ``dim·(A+Y)² < 2**63`` (module docstring)."""
+    """Whether a plain int64 re-score is exact: ``dim·(A+Y)² < 2**63``.
+
+    ``A`` bounds every stored ``|x|`` and ``Y`` the query's ``|y|`` (Q16.16 integers).
+    Then every ``(x-y)²`` and every partial sum of them is a non-negative integer
+    below 2**63; embeddings of magnitude ≤ 1 are far inside.
+    """
     return dim * (max_row + max_query) ** 2 < INT64_EXACT
 
 
 def prefilter_slack(dim: int, max_norm: float, query_norm: float) -> float:
-    """``E``, the bound on every prefilter key's error (see the module docstring)."""
+    """``E``, the bound on every prefilter key's error: ``|k̃_i - K_i| ≤ E`` for every row.
+
+    ``K_i = Σx² - 2·x·y`` (real units) is the squared distance less the query's own
+    ``Σy²``, which does not change the order. Let ``u = 2**-24`` (float32 unit
+    roundoff), ``D`` the dimension, ``N`` the largest stored norm ``‖x_i‖`` and
+    ``‖y‖`` the query's. Values are multiples of ``2**-16`` within ±2**15, so
+    rounding one to float32 (``x̂``, ``ŷ``) errs by at most ``u·|x|``. The key is a
+    dot product of ``D + 1`` terms — ``-2ŷ_j·x̂_j`` and the row's float32 ``ŝ_i =
+    fl(Σx²)`` (``|ŝ_i - Σx²| ≤ 1.01·u·‖x‖²`` for D ≤ 4096). Evaluated in float32 in
+    any order, blocked, vectorised, with or without fused multiply-adds, it errs by
+    at most ``γ_{D+1}·Σ|terms|`` with ``γ_n = n·u/(1 - n·u)`` and ``Σ|terms| ≤ ŝ_i +
+    2‖ŷ‖‖x̂_i‖``; rounding the inputs moves ``-2x·y`` by at most ``2(2u + u²)‖x‖‖y‖``.
+    With ``γ_{D+1} ≤ (D+1)·u·1.0003`` for D ≤ 4096:
+
+        |k̃_i - K_i| ≤ (D + 4)·u·(‖x_i‖ + ‖y‖)² ≤ (D + 4)·u·(N + ‖y‖)²,
+
+    and ``E`` is that taken 2.5 times, which also covers the float64 roundings of
+    ``N``, ``‖y‖`` (``math.hypot`` of the query's integers times 2**-16: below one
+    ulp) and the threshold arithmetic (each relative 2**-53). The dims above
+    ``WIDE_MAX_DIM`` take ``k̃_i = s_i - 2·(x̂·ŷ)`` in float64 around a float32 dot
+    product: fewer roundings, the same bound.
+    """
     return 2.5 * (dim + 4) * _F32_EPS * (max_norm + query_norm) ** 2
 
 
@@ -202,7 +185,8 @@ class IndexView:
             keys = coefficients @ self.wide  # matmul: np.dot copies a strided matrix
         else:
             assert self.approx is not None and self.squares is not None
-            # simsimd: one thread, SIMD, float32 products (see the module docstring).
+            # simsimd: one thread, SIMD, float32 products (OpenBLAS would spread a product
+            # this size over threads that busy-wait).
             query = np.empty((1, dim), dtype=np.float32)
             np.multiply(q, _INV_SCALE, out=query[0])  # fl32(y)
             dots = np.asarray(simsimd.cdist(query, self.approx, metric="dot"), np.float64)[0]
@@ -213,7 +197,12 @@ class IndexView:
 
 
 def _candidates(keys: FloatArray, k: int, slack: float) -> Int64Array:
-    """The rows with ``key ≤ T + 2·slack``, ``T`` the k-th smallest key (module docstring)."""
+    """The rows with ``key ≤ T + 2·slack``, ``T`` the k-th smallest key.
+
+    The k rows at or under ``T`` have ``K ≤ T + E``, so the k-th smallest true key is
+    at most ``T + E``, and every row of the true top k — ties with the k-th included
+    — has ``k̃ ≤ K + E ≤ T + 2E``.
+    """
     kth = float(np.partition(keys, k - 1)[k - 1])
     # ``.nonzero()`` itself: ``np.flatnonzero`` adds a ravel and two Python calls.
     return (keys <= _raised(kth + 2.0 * slack)).nonzero()[0]
@@ -221,7 +210,8 @@ def _candidates(keys: FloatArray, k: int, slack: float) -> Int64Array:
 
 def _raised(value: float) -> float:
     """``value`` raised so that its float32 rounding (to nearest) is still at least ``value``:
-    a comparison with float32 keys loses no candidate (module docstring)."""
+    a comparison with float32 keys loses no candidate: raised by a relative 2**-22 and
+    2**-126, against half an ulp at most lost by rounding to nearest."""
     return value + abs(value) * _F32_ROUND_UP + _F32_TINY
 
 

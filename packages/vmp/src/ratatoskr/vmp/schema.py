@@ -57,7 +57,7 @@ INSERT INTO vmp_state (id, next_record_id, next_node_id, epoch) VALUES (0, 0, 0,
 # record of the last such update, so flags one update behind catch up by reading that
 # one record. The partial index lists the
 # records that have metadata, so reloading those flags after another process's update
-# reads that short list, not every record's row (vectors included: 117 ms at 200k).
+# reads that short list, not every record's row (vectors included).
 _METADATA_CHANGES = """
 ALTER TABLE vmp_state ADD COLUMN metadata_changes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE vmp_state ADD COLUMN metadata_changed_record INTEGER;

@@ -1,16 +1,13 @@
 """Which records have metadata, held in memory so a search need not ask the file.
 
-A search answers a hit without metadata with no SQL of its own; only hits whose
-record has metadata need the file. These flags stand for one state of the
-file: one ``epoch`` (restores change it), the first ``count`` records (records
-are only appended within an epoch) and one ``version`` — the file's
-``metadata_changes`` counter, which a trigger bumps in the same transaction as
-every ``UPDATE OF metadata`` on a record, whoever writes it (another process
-too). So flags whose (epoch, version) equal the file's, and that cover its
-record count, are the file's. Published flags are never changed: an update
-replaces them (appends only write past the published count), so a search that
-took them sees one state. They are a ``bytearray`` (one byte a record): indexing
-one costs a fraction of indexing a numpy array.
+A search answers a hit without metadata with no SQL of its own. The flags stand for
+one state of the file: one ``epoch`` (restores change it), the first ``count``
+records (appended only within an epoch) and one ``version`` — the file's
+``metadata_changes`` counter, which a trigger bumps with every metadata update of a
+record, whoever writes it. Flags whose (epoch, version) equal the file's, and that
+cover its record count, are the file's. Published flags are never changed (an update
+replaces them; appends write past the published count), so a search sees one state.
+A ``bytearray``, one byte a record: indexing it costs a fraction of a numpy array's.
 """
 
 from __future__ import annotations
