@@ -48,7 +48,7 @@ def _histories(conn: apsw.Connection, key_ids: Sequence[int]) -> dict[int, _Hist
             f" WHERE key_id IN ({','.join('?' * len(part))}) ORDER BY key_id, revision",
             part,
         ):
-            out[int(key_id)].append((int(revision), load_record(str(rj)), str(at)))  # type: ignore[arg-type]
+            out[int(key_id)].append((int(revision), load_record(str(rj)), str(at)))
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -91,7 +91,7 @@ def import_keys(db: Database, batch: ImportedKeys, on_conflict: OnConflict) -> I
                 f" WHERE key IN ({','.join('?' * len(part))})",
                 part,
             ):
-                heads[str(key)] = (int(key_id), str(sj))  # type: ignore[arg-type]
+                heads[str(key)] = (int(key_id), str(sj))
         held = _histories(conn, [h[0] for h in heads.values()])
         same: dict[str, bool] = {}
         for imported in batch.keys:

@@ -79,7 +79,7 @@ def _held(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:
         ):
             out[str(cid)] = StoredChunk(
                 str(rj), None if key is None else str(key), blob, int(revision)
-            )  # type: ignore[arg-type]
+            )
     return out
 
 

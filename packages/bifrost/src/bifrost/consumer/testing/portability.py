@@ -75,11 +75,11 @@ def import_chunks(
             )
         )
         for i in chosen:
-            c = items[i]
-            store._chunks[c.id] = chunk(
-                copy.deepcopy(c.record),
-                dict(c.scope),
-                unit_vector(c.embedding),
+            item = items[i]
+            store._chunks[item.id] = chunk(
+                copy.deepcopy(item.record),
+                dict(item.scope),
+                unit_vector(item.embedding),
                 batch.revisions[i],
                 sizes[i],
                 batch.written_at[i],
