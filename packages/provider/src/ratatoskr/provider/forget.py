@@ -18,8 +18,9 @@ from typing import TextIO
 
 from bifrost.errors import InvalidArguments
 from bifrost.scope import validate_record_scope
+from ratatoskr.provider.pgoperate import pg_vacuum_full
 from ratatoskr.provider.portable import open_store
-from ratatoskr.provider.settings import ConfigError, Plane, Settings
+from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
 
 FORGET_PLANES: tuple[Plane, ...] = ("memory", "affect")
 
@@ -55,8 +56,8 @@ def run_forget(
         start = time.perf_counter()
         with open_store(settings, plane, create=False) as store:
             count = store.forget(scope, dry_run=dry_run)
-            if vacuum_full and not dry_run and hasattr(store, "vacuum_full"):
-                store.vacuum_full()
+        if vacuum_full and not dry_run and is_dsn(settings.db_path(plane)):
+            pg_vacuum_full(settings, plane)
         what = "chunks" if plane == "memory" else "keys"
         verb = "would erase" if dry_run else "erased"
         out.write(

@@ -156,3 +156,17 @@ def pg_compact(settings: Settings, plane: Plane) -> PgCompactReport:
 
     report: PgCompactReport = _run(settings, plane, vacuum, autocommit=True)
     return report
+
+
+def pg_vacuum_full(settings: Settings, plane: Plane) -> None:
+    """``VACUUM FULL`` of every table of ``plane``'s schema (``forget --vacuum-full``):
+    each table rewritten into new files and the old ones removed, so dead rows'
+    bytes leave the table files (each table is locked while it is rewritten).
+    Raises ConfigError when the server cannot be reached."""
+    schema = _schema(plane)
+
+    def vacuum(cur: Any) -> None:
+        for name, _ in _tables(cur, schema):
+            cur.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(schema, name)))
+
+    _run(settings, plane, vacuum, autocommit=True)
