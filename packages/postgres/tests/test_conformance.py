@@ -16,6 +16,7 @@ from bifrost.consumer.testing.conformance import (
 )
 from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.postgres import Pool
 
 from .conftest import SchemaFactory
@@ -31,6 +32,7 @@ def memory_factory(pg_pool: Pool, new_schema: SchemaFactory) -> Iterator[MemoryS
         max_batch: int = 1000,
         max_top_k: int = 1000,
         clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> PostgresMemoryStore:
         # A fresh, empty, independent store on every call: a schema of its own.
         s = open_postgres_memory_store(
@@ -40,6 +42,7 @@ def memory_factory(pg_pool: Pool, new_schema: SchemaFactory) -> Iterator[MemoryS
             max_batch=max_batch,
             max_top_k=max_top_k,
             clock=clock,
+            quota=quota,
         )
         opened.append(s)
         return s
@@ -54,10 +57,19 @@ def affect_factory(pg_pool: Pool, new_schema: SchemaFactory) -> Iterator[AffectS
     opened: list[PostgresAffectStore] = []
 
     def make(
-        *, max_batch: int = 1000, max_page: int = 500, clock: Callable[[], float] = time.time
+        *,
+        max_batch: int = 1000,
+        max_page: int = 500,
+        clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> PostgresAffectStore:
         s = open_postgres_affect_store(
-            pg_pool, schema=new_schema(), max_batch=max_batch, max_page=max_page, clock=clock
+            pg_pool,
+            schema=new_schema(),
+            max_batch=max_batch,
+            max_page=max_page,
+            clock=clock,
+            quota=quota,
         )
         opened.append(s)
         return s

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.writes import WriteRequest
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.ledger import PostgresLedger
+from ratatoskr.postgres.quota import TenantUsageTable
 from ratatoskr.postgres.writes import Perform, run_write
 
 __all__ = ["SchemaStore"]
@@ -24,11 +26,20 @@ class SchemaStore:
     """The database, ledger and clock of one plane's schema (see the module docstring)."""
 
     def __init__(
-        self, db: PostgresDatabase, ledger: PostgresLedger, clock: Callable[[], float]
+        self,
+        db: PostgresDatabase,
+        ledger: PostgresLedger,
+        clock: Callable[[], float],
+        *,
+        quota: Quota = NO_QUOTA,
+        usage: TenantUsageTable | None = None,
     ) -> None:
         self._db = db
         self._ledger = ledger
         self._clock = clock
+        # The per-tenant quota, decided on the plane's usage table in each write.
+        self.quota = quota
+        self._usage = usage
 
     @property
     def database(self) -> PostgresDatabase:
@@ -46,5 +57,12 @@ class SchemaStore:
     def _write(self, request: WriteRequest[Any], actor: str, perform: Perform) -> dict[str, Any]:
         """``request`` for ``actor`` exactly once, ``perform`` being the store's SQL."""
         return run_write(
-            self._db, self._ledger, request, actor=actor, clock=self._clock, perform=perform
+            self._db,
+            self._ledger,
+            request,
+            actor=actor,
+            clock=self._clock,
+            perform=perform,
+            quota=self.quota,
+            usage=self._usage,
         )

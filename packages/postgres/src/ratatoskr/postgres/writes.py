@@ -25,6 +25,12 @@ the scopes of the ids it did not get back (still locked) and bifrost's
 ``check_replaced`` refuses the write (``Forbidden``; everything rolled back).
 Two writers under different grants creating one id: one inserts, the other
 waits for it, finds the row outside its grant and is refused.
+
+The per-tenant quota comes last, before the ledger's entry: the store's statements
+fired the usage triggers (``ratatoskr.postgres.quota``), which locked the usage rows
+of the batch's tenants; their usage as this write leaves them is read in the same
+transaction and bifrost's ``check_quota`` decides (``QuotaExceeded``; everything
+rolled back).
 """
 
 from __future__ import annotations
@@ -34,9 +40,18 @@ from typing import Any, NamedTuple
 
 from psycopg import Cursor, sql
 
-from bifrost.writes import WriteRequest, check_replaced, record_write, replay_write
+from bifrost.quota import NO_QUOTA, Quota
+from bifrost.writes import (
+    WriteRequest,
+    batch_tenants,
+    check_quota,
+    check_replaced,
+    record_write,
+    replay_write,
+)
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.ledger import PostgresLedger
+from ratatoskr.postgres.quota import TenantUsageTable
 from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_columns
 from ratatoskr.storage.errors import StorageCorrupt
 
@@ -90,12 +105,16 @@ def run_write(
     actor: str,
     clock: Callable[[], float],
     perform: Perform,
+    quota: Quota = NO_QUOTA,
+    usage: TenantUsageTable | None = None,
 ) -> dict[str, Any]:
     """Perform ``request`` for ``actor`` exactly once (see the module docstring); its
     result, or the first call's result marked ``replayed``.
 
-    Raises IdempotencyConflict, Forbidden, RevisionMismatch (nothing written on any),
-    what ``perform`` raises, StorageError subclasses.
+    ``quota`` is decided on ``usage`` (the plane's usage table) when it limits anything.
+
+    Raises IdempotencyConflict, Forbidden, RevisionMismatch, QuotaExceeded (nothing
+    written on any), what ``perform`` raises, StorageError subclasses.
     """
 
     def transaction(cur: Cursor[Any]) -> dict[str, Any]:
@@ -110,6 +129,8 @@ def run_write(
             if len(replaced.revisions) != len(request.ids):
                 # A row the grant predicate refused although bifrost's rule accepts it.
                 raise StorageCorrupt("a write left records of its batch unwritten")
+            if quota.enabled and usage is not None:
+                check_quota(usage.read(cur, batch_tenants(request.items)), quota)
         return record_write(entries, request, actor, now)
 
     return db.run(transaction, mode="write")

@@ -29,6 +29,7 @@ from bifrost.auth import ReplayCache
 from bifrost.consumer import AppHooks, BodyBudget
 from bifrost.consumer.keyed import PlaneAppOptions
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
+from bifrost.quota import Quota, affect_quota, memory_quota
 from ratatoskr import postgres as pg
 from ratatoskr.affect import SqliteAffectStore, open_affect_store
 from ratatoskr.affect import schema as affect_schema
@@ -220,12 +221,14 @@ class _MemoryLimits(TypedDict):
     max_batch: int
     max_top_k: int
     max_scope_any: int
+    quota: Quota
 
 
 class _AffectLimits(TypedDict):
     max_batch: int
     max_page: int
     max_scope_any: int
+    quota: Quota
 
 
 def _memory_limits(settings: Settings) -> _MemoryLimits:
@@ -235,6 +238,7 @@ def _memory_limits(settings: Settings) -> _MemoryLimits:
         max_batch=settings.max_batch,
         max_top_k=settings.max_top_k,
         max_scope_any=settings.max_scope_any,
+        quota=memory_quota(settings.memory_quota_chunks, settings.memory_quota_bytes),
     )
 
 
@@ -249,6 +253,7 @@ def _affect_limits(settings: Settings) -> _AffectLimits:
         max_batch=settings.max_batch,
         max_page=settings.max_page,
         max_scope_any=settings.max_scope_any,
+        quota=affect_quota(settings.affect_quota_keys, settings.affect_quota_bytes),
     )
 
 

@@ -126,6 +126,37 @@ class Settings(BaseSettings):
         description="Largest VMP snapshot upload (larger → 413, refused before it is read); "
         "unset: 76 + VMP_MAX_RECORDS × (47 + 4·VMP_DIM + 2048), 2,159,000,076 for the defaults.",
     )
+    memory_quota_chunks: int = Field(
+        1_000_000,
+        ge=0,
+        description="Most memory chunks one `tenant` scope value may hold; a write past it "
+        "answers 413 memory.quota_exceeded and writes nothing; 0: no limit. Records "
+        "without a tenant are never limited. 1,000,000 is about 8 GB of 384-dim "
+        "chunks: well past one agent's memory, far from a shared disk.",
+    )
+    memory_quota_bytes: int = Field(
+        4 * 1024**3,
+        ge=0,
+        description="Most bytes of memory records one `tenant` may hold, counted as each record's"
+        " canonical JSON (embedding included); past it 413 memory.quota_exceeded; 0: "
+        "no limit. 4 GiB is about 500,000 chunks of 384 floats: a tenant cannot fill "
+        "a shared disk alone.",
+    )
+    affect_quota_keys: int = Field(
+        1_000_000,
+        ge=0,
+        description="Most affect keys one `tenant` may hold; past it 413 affect.quota_exceeded, "
+        "nothing written; 0: no limit. Records without a tenant are never limited. "
+        "1,000,000 keys is far more than one tenant's live state.",
+    )
+    affect_quota_bytes: int = Field(
+        4 * 1024**3,
+        ge=0,
+        description="Most bytes of affect records one `tenant` may keep, every revision of every "
+        "key counted (history is what grows); past it 413 affect.quota_exceeded; 0: "
+        "no limit. 4 GiB bounds one tenant's history on a shared disk; delete_many "
+        "frees a key's whole history.",
+    )
     disk_reserve_bytes: int = Field(
         64 * 1024 * 1024,
         ge=0,

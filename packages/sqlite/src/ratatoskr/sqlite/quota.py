@@ -79,5 +79,5 @@ class TenantUsageTable:
                 f" WHERE tenant IN ({','.join('?' * len(part))})",
                 part,
             ):
-                out[str(tenant)] = (int(items), int(nbytes))  # type: ignore[call-overload]
+                out[str(tenant)] = (int(items), int(nbytes))
         return out

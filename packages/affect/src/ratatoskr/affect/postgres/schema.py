@@ -14,22 +14,40 @@ cursor and stop after a page. Keys
 are ``COLLATE "C"``: code-point order, the order of the keyset cursor. Records
 keep the default TOAST storage: unlike the memory plane's embeddings, affect
 JSON compresses, and most records stay under the 2 KB where TOAST starts.
+
+Migration 2: ``affect_current.history_bytes``, the length of every revision the key
+keeps (filled from ``affect_history``), and ``affect_quota``, keys and bytes per
+tenant kept by triggers on ``affect_current`` (see ``ratatoskr.postgres.quota`` and
+``bifrost.quota``).
 """
 
 from __future__ import annotations
 
-from psycopg import sql
+from typing import Any
+
+from psycopg import Cursor, sql
 
 from ratatoskr.postgres.ledger import PostgresLedger
 from ratatoskr.postgres.migrations import Migration
+from ratatoskr.postgres.quota import TenantUsageTable
 from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_column_definitions
 
-__all__ = ["CURRENT", "HISTORY", "LEDGER_TABLE", "PLANE", "ledger", "migrations"]
+__all__ = [
+    "CURRENT",
+    "HISTORY",
+    "LEDGER_TABLE",
+    "PLANE",
+    "USAGE_TABLE",
+    "ledger",
+    "migrations",
+    "usage",
+]
 
 PLANE = "affect"
 CURRENT = "affect_current"
 HISTORY = "affect_history"
 LEDGER_TABLE = "affect_idempotency"
+USAGE_TABLE = "affect_quota"
 
 
 def _table(schema: str, name: str) -> sql.Composed:
@@ -38,6 +56,11 @@ def _table(schema: str, name: str) -> sql.Composed:
 
 def ledger(schema: str) -> PostgresLedger:
     return PostgresLedger(_table(schema, LEDGER_TABLE), f"{LEDGER_TABLE}_expiry")
+
+
+def usage(schema: str) -> TenantUsageTable:
+    """The per-tenant usage of the keys in ``schema``."""
+    return TenantUsageTable(schema, USAGE_TABLE, CURRENT, "history_bytes")
 
 
 def migrations(schema: str) -> list[Migration]:
@@ -69,4 +92,20 @@ def migrations(schema: str) -> list[Migration]:
         ),
         ledger=ledger(schema).create_sql(),
     )
-    return [Migration(1, "current state, history, scope columns, ledger", v1)]
+
+    def v2(cur: Cursor[Any]) -> None:
+        # A key's bytes: the UTF-8 length of each revision's canonical JSON it keeps.
+        cur.execute(
+            sql.SQL(
+                "ALTER TABLE {current} ADD COLUMN history_bytes bigint NOT NULL DEFAULT 0;"
+                " UPDATE {current} AS c SET history_bytes = h.b FROM (SELECT key,"
+                " sum(octet_length(record_json)) AS b FROM {history} GROUP BY key) AS h"
+                " WHERE h.key = c.key"
+            ).format(current=current, history=_table(schema, HISTORY))
+        )
+        usage(schema).create(cur)
+
+    return [
+        Migration(1, "current state, history, scope columns, ledger", v1),
+        Migration(2, "per-tenant usage for quotas", v2),
+    ]

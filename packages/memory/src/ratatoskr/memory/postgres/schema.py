@@ -39,6 +39,10 @@ by construction.
   the exact top_k (measured on pgvector 0.8: recall 0.79 at a 1% scope).
 - Text columns use ``COLLATE "C"``: byte order, which is code-point order, and
   the cheapest comparison.
+- Migration 3: ``record_bytes``, each chunk's canonical JSON length (filled for the
+  rows already there from their stored form), and ``memory_quota``, chunks and bytes
+  per tenant kept by triggers (:data:`USAGE_TABLE`, see ``ratatoskr.postgres.quota``
+  and ``bifrost.quota``).
 """
 
 from __future__ import annotations
@@ -48,9 +52,12 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
+from bifrost.quota import record_size
+from ratatoskr.memory.records import StoredChunk
 from ratatoskr.postgres.extension import ensure_vector_extension
 from ratatoskr.postgres.ledger import PostgresLedger
 from ratatoskr.postgres.migrations import Migration
+from ratatoskr.postgres.quota import TenantUsageTable
 from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_column_definitions
 
 __all__ = [
@@ -60,13 +67,18 @@ __all__ = [
     "COVERING_INDEX",
     "LEDGER_TABLE",
     "PLANE",
+    "USAGE_TABLE",
     "ledger",
     "migrations",
+    "usage",
 ]
 
 PLANE = "memory"
 CHUNKS = "memory_chunks"
 LEDGER_TABLE = "memory_idempotency"
+USAGE_TABLE = "memory_quota"
+# Rows whose record_bytes migration 3 computes per statement.
+_MIGRATE_BATCH = 1000
 COVERING_INDEX = f"{CHUNKS}_tenant_vectors"
 # The tenants the covering index holds: stored values of at most this many bytes
 # (a search for a longer tenant uses the plain index; see ratatoskr.postgres.scope).
@@ -85,11 +97,17 @@ def ledger(schema: str) -> PostgresLedger:
     return PostgresLedger(_table(schema, LEDGER_TABLE), f"{LEDGER_TABLE}_expiry")
 
 
+def usage(schema: str) -> TenantUsageTable:
+    """The per-tenant usage of the chunks in ``schema``."""
+    return TenantUsageTable(schema, USAGE_TABLE, CHUNKS, "record_bytes")
+
+
 def migrations(schema: str, embedding_dim: int) -> list[Migration]:
     """The migrations of a memory store in ``schema`` (the dimension is fixed at creation)."""
     return [
         Migration(1, "chunks with unit vectors, scope columns, ledger", _v1(schema, embedding_dim)),
         Migration(2, "tenant index covering chunk_id and embedding", _v2(schema, embedding_dim)),
+        Migration(3, "per-tenant usage for quotas", _v3(schema)),
     ]
 
 
@@ -147,5 +165,38 @@ def _v2(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
                 n=sql.Literal(COVERED_TENANT_BYTES),
             )
         )
+
+    return create
+
+
+def _v3(schema: str) -> Callable[[Cursor[Any]], None]:
+    def create(cur: Cursor[Any]) -> None:
+        t = _table(schema, CHUNKS)
+        cur.execute(
+            sql.SQL("ALTER TABLE {t} ADD COLUMN record_bytes bigint NOT NULL DEFAULT 0").format(t=t)
+        )
+        select = sql.SQL(
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64 FROM {t}"
+            " WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s"
+        ).format(t=t)
+        update = sql.SQL(
+            "UPDATE {t} AS c SET record_bytes = u.b FROM unnest(%s::text[], %s::bigint[])"
+            " AS u(i, b) WHERE c.chunk_id = u.i"
+        ).format(t=t)
+        last = ""
+        while True:
+            rows = cur.execute(select, (last, _MIGRATE_BATCH), binary=True).fetchall()
+            if not rows:
+                break
+            ids = [str(r[0]) for r in rows]
+            sizes = [
+                record_size(
+                    StoredChunk(str(text), None if key is None else str(key), blob, 1).record()
+                )
+                for _i, text, key, blob in rows
+            ]
+            cur.execute(update, (ids, sizes))
+            last = ids[-1]
+        usage(schema).create(cur)
 
     return create
