@@ -33,6 +33,7 @@ from bifrost.affect.validation import (
 )
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import portability
@@ -87,10 +88,18 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         max_page: int = DEFAULT_MAX_PAGE,
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> None:
         if max_batch < 1 or max_page < 1 or max_scope_any < 1:
             raise ValueError("max_batch, max_page and max_scope_any must be positive")
-        SchemaStore.__init__(self, db, affect_schema.ledger(db.schema), clock)
+        SchemaStore.__init__(
+            self,
+            db,
+            affect_schema.ledger(db.schema),
+            clock,
+            quota=quota,
+            usage=affect_schema.usage(db.schema),
+        )
         self.max_batch = max_batch
         self.max_page = max_page
         self.max_scope_any = max_scope_any
@@ -101,12 +110,14 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
         # unnest keeps the arrays' order and ORDER BY makes it the write (and lock) order.
         self._upsert_sql = sql.SQL(
-            "INSERT INTO {t} AS c (key, {axes}, revision, record_json, recorded_at)"
-            " SELECT u.k, u.e, u.g, u.n, u.a, 1, u.r, %s FROM unnest("
-            "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])"
-            " WITH ORDINALITY AS u(k, e, g, n, a, r, o) ORDER BY u.o"
+            "INSERT INTO {t} AS c (key, {axes}, revision, record_json, recorded_at,"
+            " history_bytes) SELECT u.k, u.e, u.g, u.n, u.a, 1, u.r, %s, u.b FROM unnest("
+            "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+            " %b::int8[]) WITH ORDINALITY AS u(k, e, g, n, a, r, b, o) ORDER BY u.o"
             " ON CONFLICT (key) DO UPDATE SET {sets}, revision = c.revision + 1,"
-            " record_json = EXCLUDED.record_json, recorded_at = EXCLUDED.recorded_at"
+            " record_json = EXCLUDED.record_json, recorded_at = EXCLUDED.recorded_at,"
+            # A key's quota usage: the bytes of every revision it keeps.
+            " history_bytes = c.history_bytes + EXCLUDED.history_bytes"
             " WHERE {inside} RETURNING key, revision"
         ).format(
             t=cur_t,
@@ -165,13 +176,14 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         ordered = sorted(request.items, key=lambda it: to_db(it.key))
         keys = [to_db(it.key) for it in ordered]
         bodies = [canonical_json(it.record).decode("utf-8") for it in ordered]
+        sizes = [len(body.encode("utf-8")) for body in bodies]
         scopes = [scope_columns(it.scope) for it in ordered]
         columns = [[s[a] for s in scopes] for a in range(len(_AXES))]
         grant = grant_params(request.grant)
 
         def perform(cur: Cursor[Any], now: float) -> Replaced:
             stamp = rfc3339(now)
-            cur.execute(self._upsert_sql, (stamp, keys, *columns, bodies, *grant))
+            cur.execute(self._upsert_sql, (stamp, keys, *columns, bodies, sizes, *grant))
             written = cur.fetchall()
             revisions = {str(k): int(rev) for k, rev in written}
             refused = [k for k in keys if k not in revisions]
@@ -314,10 +326,12 @@ def open_postgres_affect_store(
     max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
     clock: Callable[[], float] = time.time,
     pool_options: PoolOptions | None = None,
+    quota: Quota = NO_QUOTA,
 ) -> PostgresAffectStore:
     """Open (creating the schema and its tables on first use) the affect store in
     ``schema`` on the server of ``dsn`` — a libpq URI or key=value string, or an open
-    pool to share (then ``close()`` leaves it open).
+    pool to share (then ``close()`` leaves it open). ``quota`` is the per-tenant quota
+    (``bifrost.quota``; a write past it raises QuotaExceeded, nothing written).
 
     Raises ValueError for a bad schema name or limits; StorageUnavailable,
     ForeignDatabase, SchemaTooNew.
@@ -327,7 +341,12 @@ def open_postgres_affect_store(
     return open_schema(
         dsn,
         lambda db: PostgresAffectStore(
-            db, max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any, clock=clock
+            db,
+            max_batch=max_batch,
+            max_page=max_page,
+            max_scope_any=max_scope_any,
+            clock=clock,
+            quota=quota,
         ),
         schema=schema,
         plane=affect_schema.PLANE,

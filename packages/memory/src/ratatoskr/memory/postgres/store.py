@@ -55,6 +55,7 @@ from bifrost.portability import (
     ImportOutcome,
     OnConflict,
 )
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import portability
@@ -118,10 +119,18 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         max_top_k: int = DEFAULT_MAX_TOP_K,
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
+        quota: Quota = NO_QUOTA,
     ) -> None:
         if max_batch < 1 or max_top_k < 1 or max_scope_any < 1:
             raise ValueError("max_batch, max_top_k and max_scope_any must be positive")
-        SchemaStore.__init__(self, db, memory_schema.ledger(db.schema), clock)
+        SchemaStore.__init__(
+            self,
+            db,
+            memory_schema.ledger(db.schema),
+            clock,
+            quota=quota,
+            usage=memory_schema.usage(db.schema),
+        )
         self.embedding_dim = embedding_dim
         self.max_batch = max_batch
         self.max_top_k = max_top_k
@@ -149,16 +158,17 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         self._upsert_sql = (
             sql.SQL(
                 "INSERT INTO {t} AS c (chunk_id, {axes}, revision, record_json, embedding_key,"
-                " embedding_f64, embedding, updated_at)"
-                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f,"
+                " embedding_f64, record_bytes, embedding, updated_at)"
+                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f, u.b,"
                 " (%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}, %s"
                 " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-                " %b::text[], %b::text[], %b::bytea[])"
-                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, o)"
+                " %b::text[], %b::text[], %b::bytea[], %b::int8[])"
+                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, b, o)"
                 " ORDER BY u.o"
                 " ON CONFLICT (chunk_id) DO UPDATE SET {sets}, revision = c.revision + 1,"
                 " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
-                " embedding_f64 = EXCLUDED.embedding_f64, embedding = EXCLUDED.embedding,"
+                " embedding_f64 = EXCLUDED.embedding_f64, record_bytes = EXCLUDED.record_bytes,"
+                " embedding = EXCLUDED.embedding,"
                 " updated_at = EXCLUDED.updated_at"
                 " WHERE {inside} RETURNING chunk_id, revision"
             )
@@ -239,6 +249,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         deadlock)."""
         order = sorted(range(len(request.items)), key=lambda i: to_db(request.ids[i]))
         chunks = [request.items[i] for i in order]
+        sizes = request.record_sizes()  # each chunk's share of its tenant's quota
         forms, units = stored_forms(chunks, self.embedding_dim)
         scopes = [scope_columns(c.scope) for c in chunks]
         return VectorRows(units), (
@@ -247,6 +258,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             [f.record_json for f in forms],
             [f.embedding_key for f in forms],
             [f.embedding_f64 for f in forms],
+            [sizes[i] for i in order],
         )
 
     def perform_delete(self, ids: Sequence[str]) -> int:
@@ -419,10 +431,13 @@ def open_postgres_memory_store(
     max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
     clock: Callable[[], float] = time.time,
     pool_options: PoolOptions | None = None,
+    quota: Quota = NO_QUOTA,
 ) -> PostgresMemoryStore:
     """Open (creating the schema, its tables and the ``vector`` extension on first use)
     the memory store in ``schema`` on the server of ``dsn`` — a libpq URI or
     key=value string, or an open pool to share (then ``close()`` leaves it open).
+    ``quota`` is the per-tenant quota (``bifrost.quota``; a write past it raises
+    QuotaExceeded, nothing written).
 
     Raises InvalidArguments for a bad ``embedding_dim``; ValueError for a bad
     schema name or limits; SchemaMismatch (naming both dimensions, nothing
@@ -442,6 +457,7 @@ def open_postgres_memory_store(
             max_top_k=max_top_k,
             max_scope_any=max_scope_any,
             clock=clock,
+            quota=quota,
         ),
         schema=schema,
         plane=memory_schema.PLANE,
