@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -27,9 +27,17 @@ class TestInMemoryMemoryStore(MemoryStoreConformance):
             max_top_k: int = 1000,
             clock: Callable[[], float] = time.time,
             quota: Quota = NO_QUOTA,
+            max_page: int = 1000,
+            filterable_fields: Sequence[str] = (),
         ) -> InMemoryMemoryStore:
             return InMemoryMemoryStore(
-                embedding_dim, max_batch=max_batch, max_top_k=max_top_k, clock=clock, quota=quota
+                embedding_dim,
+                max_batch=max_batch,
+                max_top_k=max_top_k,
+                clock=clock,
+                quota=quota,
+                max_page=max_page,
+                filterable_fields=filterable_fields,
             )
 
         return make

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,8 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySt
         max_top_k: int = 1000,
         clock: Callable[[], float] = time.time,
         quota: Quota = NO_QUOTA,
+        max_page: int = 1000,
+        filterable_fields: Sequence[str] = (),
     ) -> RatatoskrMemoryStore:
         # A fresh, empty, independent store on every call.
         path = ":memory:" if request.param == "memory" else str(tmp_path / f"m{len(opened)}.db")
@@ -34,6 +36,8 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySt
             max_top_k=max_top_k,
             clock=clock,
             quota=quota,
+            max_page=max_page,
+            filterable_fields=filterable_fields,
         )
         opened.append(s)
         return s

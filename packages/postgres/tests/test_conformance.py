@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
@@ -14,9 +14,9 @@ from bifrost.consumer.testing.conformance import (
     MemoryStoreConformance,
     MemoryStoreFactory,
 )
+from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
-from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.postgres import Pool
 
 from .conftest import SchemaFactory
@@ -32,6 +32,8 @@ def memory_factory(pg_pool: Pool, new_schema: SchemaFactory) -> Iterator[MemoryS
         max_batch: int = 1000,
         max_top_k: int = 1000,
         clock: Callable[[], float] = time.time,
+        max_page: int = 1000,
+        filterable_fields: Sequence[str] = (),
         quota: Quota = NO_QUOTA,
     ) -> PostgresMemoryStore:
         # A fresh, empty, independent store on every call: a schema of its own.
@@ -42,6 +44,8 @@ def memory_factory(pg_pool: Pool, new_schema: SchemaFactory) -> Iterator[MemoryS
             max_batch=max_batch,
             max_top_k=max_top_k,
             clock=clock,
+            max_page=max_page,
+            filterable_fields=filterable_fields,
             quota=quota,
         )
         opened.append(s)

@@ -42,12 +42,16 @@ import numpy as np
 from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
-from bifrost.memory.protocol import MemoryReads, MemoryWrites
+from bifrost.memory.filters import MetadataFilter, validate_fields
+from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PAGE,
     DEFAULT_MAX_TOP_K,
+    ScanQuery,
     SearchQuery,
     ValidatedChunk,
+    scan_item,
 )
 from bifrost.portability import (
     ExportedChunk,
@@ -60,6 +64,7 @@ from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import portability
 from ratatoskr.memory.postgres import schema as memory_schema
+from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql
 from ratatoskr.memory.records import (
     StoredChunk,
     search_rows,
@@ -119,10 +124,14 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         max_top_k: int = DEFAULT_MAX_TOP_K,
         max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
         clock: Callable[[], float] = time.time,
+        max_page: int = DEFAULT_MAX_PAGE,
+        filterable_fields: Sequence[str] = (),
         quota: Quota = NO_QUOTA,
     ) -> None:
-        if max_batch < 1 or max_top_k < 1 or max_scope_any < 1:
-            raise ValueError("max_batch, max_top_k and max_scope_any must be positive")
+        if min(max_batch, max_top_k, max_scope_any, max_page) < 1:
+            raise ValueError("max_batch, max_top_k, max_scope_any and max_page must be positive")
+        self.max_page = max_page
+        self.filterable_fields = validate_fields(filterable_fields)
         SchemaStore.__init__(
             self,
             db,
@@ -205,14 +214,12 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
 
         Raises StorageError subclasses when the server cannot be reached."""
         self._ping()
-        return {
-            "status": "ok",
-            "plane": memory_schema.PLANE,
-            "embedding_dim": self.embedding_dim,
-            "distance": "cosine",
-            "max_batch": self.max_batch,
-            "max_top_k": self.max_top_k,
-        }
+        return memory_health(
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+            max_top_k=self.max_top_k,
+            max_page=self.max_page,
+        )
 
     # -- writes ----------------------------------------------------------------------
 
@@ -305,10 +312,11 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             return []
         exact_query = unit_float64(query.vector)
         probe = Vector(exact_query.astype(np.float32))
-        statement = self._search_sql(conjs)
+        mf = query.metadata_filter
+        statement = self._search_sql(conjs, mf)
         limit = query.top_k + _EXTRA_CANDIDATES
         while True:
-            params = (*self._top_params(conjs, probe, limit), query.top_k - 1, self._margin)
+            params = (*self._top_params(conjs, probe, limit, mf), query.top_k - 1, self._margin)
             fetched = self._db.read(
                 lambda cur, params=params: cur.execute(statement, params, binary=True).fetchall()  # type: ignore[misc]
             )
@@ -329,16 +337,24 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         """Whether the union is answered member by member (see :meth:`_search_sql`)."""
         return 1 < len(conjs) <= _SPLIT_UNION_MAX
 
-    def _top_params(self, conjs: Sequence[dict[str, str]], probe: Vector, limit: int) -> list[Any]:
+    def _top_params(
+        self,
+        conjs: Sequence[dict[str, str]],
+        probe: Vector,
+        limit: int,
+        mf: MetadataFilter | None = None,
+    ) -> list[Any]:
         """The parameters of the statement's ``top`` part, in :meth:`_search_sql`'s order."""
-        if not self._split(conjs):
+        if mf is not None or not self._split(conjs):
             return [probe, *filter_params(conjs), limit]
         out: list[Any] = []
         for conj in conjs:
             out += [probe, *filter_params([conj]), limit]
         return [*out, limit]
 
-    def _search_sql(self, conjs: Sequence[dict[str, str]]) -> bytes:
+    def _search_sql(
+        self, conjs: Sequence[dict[str, str]], mf: MetadataFilter | None = None
+    ) -> bytes:
         """The search statement for the shape of ``conjs``, rendered once per shape (bytes
         skip psycopg's composition on every call, and its parse cache keys on them).
 
@@ -348,13 +364,25 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         result is the same, and each member can use its own index — a member that is
         one tenant the covering index — where an ``OR`` makes one bitmap over the heap.
         (A row in two members is the same ``(chunk_id, nd)`` twice: ``UNION`` keeps
-        one.) Larger unions keep the ``OR``: one scan rather than hundreds of plans."""
+        one.) Larger unions keep the ``OR``: one scan rather than hundreds of plans.
+
+        A ``metadata_filter`` joins the predicate of
+        :mod:`ratatoskr.memory.postgres.filters` to the scope in one ``WHERE`` (its
+        statement is rendered per call: the filter's values are literals in it)."""
         shape = filter_shape(conjs, self._bounds)
-        cached = self._search_by_shape.get(shape)
+        cached = self._search_by_shape.get(shape) if mf is None else None
         if cached is not None:
             return cached
         t, vector, neg_dot = self._search_head
-        if self._split(conjs):
+        if mf is not None:
+            where, _params = where_sql(conjs, self._bounds)
+            top = sql.SQL(
+                "SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}{doc}"
+                " WHERE ({where}) AND {mf} ORDER BY nd, chunk_id LIMIT %s"
+            ).format(
+                t=t, vector=vector, neg_dot=neg_dot, where=where, doc=DOC_LATERAL, mf=filter_sql(mf)
+            )
+        elif self._split(conjs):
             members = [
                 sql.SQL(
                     "(SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
@@ -384,10 +412,44 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             "(SELECT nd FROM top ORDER BY nd, chunk_id OFFSET %s LIMIT 1),"
             " 'Infinity'::float8) + %s"
         ).format(t=t, top=top)
+        if mf is not None:
+            return statement.as_bytes(None)
         if len(self._search_by_shape) >= _STATEMENT_CACHE:
             self._search_by_shape.clear()  # bounded: a caller can make shapes without end
         rendered = self._search_by_shape[shape] = statement.as_bytes(None)
         return rendered
+
+    def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
+        """A keyset page in one statement: the in-scope (and filtered) rows above
+        ``after_id`` by ``chunk_id`` (``COLLATE "C"``: code-point order, which the
+        stored escape of NUL keeps, see ``ratatoskr.postgres.text``)."""
+        conjs = conjunctions(query.scope_all, query.scope_any)
+        if not conjs:
+            return []
+        t = self._search_head[0]
+        where, params = where_sql(conjs, self._bounds)
+        mf = query.metadata_filter
+        statement = sql.SQL(
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}{doc}"
+            " WHERE ({where}) AND chunk_id > %s AND {mf} ORDER BY chunk_id LIMIT %s"
+        ).format(
+            t=t,
+            doc=DOC_LATERAL if mf is not None else sql.SQL(""),
+            where=where,
+            mf=filter_sql(mf) if mf is not None else sql.SQL("TRUE"),
+        )
+        after = "" if query.after_id is None else to_db(query.after_id)
+        rows = self._db.read(
+            lambda cur: cur.execute(
+                statement, (*params, after, query.limit + 1), binary=True
+            ).fetchall()
+        )
+        out: list[tuple[str, dict[str, Any]]] = []
+        for cid, rj, key, blob, rev in rows:
+            chunk = StoredChunk(str(rj), None if key is None else str(key), blob, int(rev))
+            record = chunk.record() if query.include_embedding else chunk.without_embedding()
+            out.append((from_db(str(cid)), scan_item(record, chunk.revision, True)))
+        return out
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -431,6 +493,8 @@ def open_postgres_memory_store(
     max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
     clock: Callable[[], float] = time.time,
     pool_options: PoolOptions | None = None,
+    max_page: int = DEFAULT_MAX_PAGE,
+    filterable_fields: Sequence[str] = (),
     quota: Quota = NO_QUOTA,
 ) -> PostgresMemoryStore:
     """Open (creating the schema, its tables and the ``vector`` extension on first use)
@@ -457,6 +521,8 @@ def open_postgres_memory_store(
             max_top_k=max_top_k,
             max_scope_any=max_scope_any,
             clock=clock,
+            max_page=max_page,
+            filterable_fields=filterable_fields,
             quota=quota,
         ),
         schema=schema,

@@ -27,7 +27,9 @@ must drive the idempotency TTL; ``quota`` is the store's per-tenant quota
 from __future__ import annotations
 
 from bifrost.consumer.testing.conformance.grants import MemoryGrantTests
+from bifrost.consumer.testing.conformance.memory_filter import MemoryFilterTests
 from bifrost.consumer.testing.conformance.memory_read import MemoryReadTests
+from bifrost.consumer.testing.conformance.memory_scan import MemoryScanTests
 from bifrost.consumer.testing.conformance.memory_search import MemorySearchTests
 from bifrost.consumer.testing.conformance.memory_upsert import MemoryUpsertTests
 from bifrost.consumer.testing.conformance.quota import MemoryQuotaTests
@@ -36,7 +38,13 @@ __all__ = ["MemoryStoreConformance"]
 
 
 class MemoryStoreConformance(
-    MemoryUpsertTests, MemorySearchTests, MemoryReadTests, MemoryGrantTests, MemoryQuotaTests
+    MemoryUpsertTests,
+    MemorySearchTests,
+    MemoryReadTests,
+    MemoryGrantTests,
+    MemoryQuotaTests,
+    MemoryScanTests,
+    MemoryFilterTests,
 ):
-    """Every seed TESTS entry and every rule of memory-plane.md, the write grant and the
-    per-tenant quota."""
+    """Every seed TESTS entry and every rule of memory-plane.md (scan and metadata
+    filters included), the write grant and the per-tenant quota."""

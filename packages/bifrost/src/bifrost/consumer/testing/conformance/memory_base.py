@@ -19,7 +19,7 @@ fixture is ``make_store()`` (embedding_dim 8). Subclasses may override
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import pytest
@@ -55,6 +55,8 @@ class MemoryStoreFactory(Protocol):
         max_top_k: int = ...,
         clock: Callable[[], float] = ...,
         quota: Quota = ...,
+        max_page: int = ...,
+        filterable_fields: Sequence[str] = ...,
     ) -> MemoryDataStore: ...
 
 
