@@ -35,6 +35,7 @@ __all__ = [
     "MetadataFilter",
     "condition_holds",
     "field_path",
+    "fields_setting",
     "lookup",
     "same_scalar",
     "validate_fields",
@@ -78,6 +79,12 @@ def validate_fields(fields: Iterable[str]) -> tuple[str, ...]:
         field_path(f)
         out[f] = None
     return tuple(out)
+
+
+def fields_setting(value: str) -> tuple[str, ...]:
+    """A comma-separated list of fields (``RATATOSKR_MEMORY_FILTERABLE_FIELDS``), blank
+    parts ignored, each checked by :func:`field_path`. Raises ValueError."""
+    return validate_fields(part.strip() for part in value.split(",") if part.strip())
 
 
 def lookup(record: Mapping[str, Any], path: Sequence[str]) -> Any:

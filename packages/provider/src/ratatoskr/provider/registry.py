@@ -28,6 +28,7 @@ from starlette.applications import Starlette
 from bifrost.auth import ReplayCache
 from bifrost.consumer import AppHooks, BodyBudget
 from bifrost.consumer.keyed import PlaneAppOptions
+from bifrost.memory.filters import fields_setting
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 from bifrost.quota import Quota, affect_quota, memory_quota
 from ratatoskr import postgres as pg
@@ -222,6 +223,8 @@ class _MemoryLimits(TypedDict):
     max_top_k: int
     max_scope_any: int
     quota: Quota
+    max_page: int
+    filterable_fields: tuple[str, ...]
 
 
 class _AffectLimits(TypedDict):
@@ -239,6 +242,8 @@ def _memory_limits(settings: Settings) -> _MemoryLimits:
         max_top_k=settings.max_top_k,
         max_scope_any=settings.max_scope_any,
         quota=memory_quota(settings.memory_quota_chunks, settings.memory_quota_bytes),
+        max_page=settings.memory_max_page,
+        filterable_fields=fields_setting(settings.memory_filterable_fields),
     )
 
 

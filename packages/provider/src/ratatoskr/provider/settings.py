@@ -18,6 +18,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bifrost.memory.filters import fields_setting
 from ratatoskr.provider.registry import PLANE_TABLE, PLANES, Plane, entry
 from ratatoskr.sqlite import same_file
 
@@ -125,6 +126,18 @@ class Settings(BaseSettings):
         ge=1,
         description="Largest VMP snapshot upload (larger → 413, refused before it is read); "
         "unset: 76 + VMP_MAX_RECORDS × (47 + 4·VMP_DIM + 2048), 2,159,000,076 for the defaults.",
+    )
+    memory_max_page: int = Field(
+        1000,
+        ge=1,
+        description="Most records one memory `scan` page may hold (its `limit`: 1 … this; "
+        "default page 100); `health` reports it as max_page.",
+    )
+    memory_filterable_fields: str = Field(
+        "",
+        description="Record fields a memory `metadata_filter` may name, comma-separated: "
+        "top-level keys or dotted paths such as metadata.kind (listed by describe_store; "
+        "indexed in memory at open, existing rows included). Empty: no filters (v1).",
     )
     memory_quota_chunks: int = Field(
         1_000_000,
@@ -282,6 +295,15 @@ class Settings(BaseSettings):
         description="Bearer token a scrape of `/metrics` must send; unset: `/metrics` is open "
         "on a loopback listener and refused (403) on any other.",
     )
+
+    @field_validator("memory_filterable_fields")
+    @classmethod
+    def _filterable_fields(cls, value: str) -> str:
+        try:
+            fields_setting(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("memory_read_db", "affect_read_db")
     @classmethod
