@@ -9,9 +9,11 @@ listener needs (``shared/spec/bifrost-wire.md`` leaves them to the server).
   value by repeated concatenation, so an unbounded head cost CPU quadratic in its
   size: 64 MiB took 12.9 s.) The counting follows the parser's own events: a head
   ends at its blank line, a body of known ``Content-Length`` is skipped exactly, so
-  pipelined requests are each counted from their first byte. After a chunked body the
-  next head's bytes already read are estimated (from the body's last blank line);
-  there a pipelined head can slip past by at most one socket read.
+  pipelined requests are each counted from their first byte. A chunked body's end is
+  the parser's to find, so a pipelined head that came in the same socket read is
+  parsed with it (bounded by the read, 256 KiB) and measured from what the parser made
+  of it before its request runs; the bytes of a head still unfinished are estimated
+  from the read's last blank line.
 - **Every request has a deadline.** uvicorn arms its keep-alive timer only after a
   response, so a socket that sent nothing, or dribbled a request a byte at a time,
   was held forever: each request gets ``request_timeout_s`` from its first byte (or
@@ -23,7 +25,10 @@ listener needs (``shared/spec/bifrost-wire.md`` leaves them to the server).
   between requests — is *waiting*; when a new connection would pass the cap, the
   connection that has been waiting longest is closed to make room. Only when every
   open connection has a request in flight is the new one closed instead. So silent
-  sockets, however many, cost a client at most the time to connect.
+  sockets, however many, cost a client at most the time to connect. A new socket
+  numbered within ``_FD_HEADROOM`` of the open-file limit makes room the same way,
+  whatever the count: the planes' files or the next accept would fail next (an accept
+  that fails drops the waiting connections unanswered).
 """
 
 from __future__ import annotations
