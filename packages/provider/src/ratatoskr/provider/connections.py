@@ -28,7 +28,7 @@ listener needs (``shared/spec/bifrost-wire.md`` leaves them to the server).
   sockets, however many, cost a client at most the time to connect. A new socket
   numbered within ``_FD_HEADROOM`` of the open-file limit makes room the same way,
   whatever the count: the planes' files or the next accept would fail next (an accept
-  that fails drops the waiting connections unanswered).
+  that fails for want of descriptors drops the queued ones unanswered).
 """
 
 from __future__ import annotations
