@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from bifrost.errors import InvalidArguments
-from bifrost.jsoncodec import json_loads_exact
 from bifrost.portability import (
     ImportConflict,
     ImportOutcome,
@@ -41,6 +40,7 @@ from bifrost.portability import (
     validate_chunk_import,
     validate_key_import,
 )
+from ratatoskr.memory.records import load_json
 from ratatoskr.provider.operate import OperationFailed
 from ratatoskr.provider.portable import FORMAT, FORMAT_VERSION, Progress, open_store
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
@@ -59,7 +59,7 @@ def _refused(line: int, why: str) -> OperationFailed:
 
 def _check_header(raw: bytes, settings: Settings, plane: Plane) -> None:
     try:
-        head = json_loads_exact(raw)
+        head = load_json(raw.decode("utf-8"))
     except ValueError:
         head = None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
@@ -93,7 +93,7 @@ def _batches(stream: IO[bytes], size: int, copy: IO[bytes] | None) -> Iterator[_
         if copy is not None:
             copy.write(raw)
         try:
-            batch.append(json_loads_exact(raw))
+            batch.append(load_json(raw.decode("utf-8")))
         except ValueError:
             raise _refused(number, "not a JSON object") from None
         if len(batch) == size:
