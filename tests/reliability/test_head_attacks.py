@@ -7,10 +7,9 @@ served), then oversized ones (64 MiB each, refused) — over and over for the wi
 Reported (docs/reliability.md, issue 22): the bystander's p50/p99 alone and during,
 the server's RSS alone and at its peak, what each head was answered and how many bytes
 of an oversized head were sent before the refusal, the server's CPU seconds. Asserted:
-maximal heads are served; oversized ones are refused 431 once past the cap (at most 1%
-found the connection reset instead: a loaded client that did not read within the 1 s
-linger); the bystander never gets a 5xx; RSS stays within 64 MiB of idle (before the
-fix 8 heads of 64 MiB added 478 MiB).
+maximal heads are served; oversized ones are refused 431 once past the cap; the
+bystander never gets a 5xx; RSS stays within 64 MiB of idle (before the fix 8 heads of
+64 MiB added 478 MiB).
 
 Run: ``.venv/bin/python -m pytest -m soak tests/reliability/test_head_attacks.py -q -rA``.
 """
@@ -72,7 +71,7 @@ class Sender(threading.Thread):
             status = 0
             answer = b""
             try:
-                while b"\r\n" not in answer and not self.halt.is_set():
+                while b"\r\n" not in answer:  # the one under way finishes after halt
                     want_write = [sock] if sent < len(head) else []
                     readable, writable, _ = select.select([sock], want_write, [], 30)
                     if readable:
@@ -149,10 +148,7 @@ def test_8_maximal_then_8_oversized_request_heads(tmp_path: Path) -> None:
         figures = h.figures(tried, oversized)
         publish("22-4-oversized-heads", figures)
         h.must_hold()
-        # Every answer is a 431; on a loaded host a client that did not read within the
-        # linger (1 s) can find the connection reset instead (reported as no answer).
-        assert set(oversized["statuses"]) - {"0"} == {"431"}, oversized
-        assert oversized["statuses"].get("0", 0) <= oversized["heads"] // 100, oversized
+        assert set(oversized["statuses"]) == {"431"}, oversized
         # Refused once the cap was passed, not at the end: what was sent by then is the
         # sockets' buffers (a few MiB), far short of the head.
         assert oversized["bytes_sent_before_answer_max"] < huge // 4, oversized
