@@ -18,6 +18,10 @@ A grant or a ``scope_all`` / ``scope_any`` with an axis outside the lattice
 (``end_user``, ``group``, ``tenant``, ``agent_self``) raises before anything is sent,
 as does a plane name the base URL contradicts.
 
+``scan`` returns one page of the memory plane's records (``next_after_id`` names
+where the next starts); ``scan_all`` walks every page (an iterator; an async one
+on :class:`AsyncBifrostClient`).
+
 A base URL the server has no Bifrost endpoint under (a combined server's root
 instead of ``…/memory``) raises :class:`WrongBaseURL`; arguments holding NaN
 or infinity raise ``InvalidArguments`` before anything is sent.
@@ -36,7 +40,7 @@ import json
 import math
 import sys
 import uuid
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import httpx
@@ -164,6 +168,32 @@ def _plane_matches_url(base_url: str, plane: str) -> None:
             f"plane={plane!r}, but the base URL ends in /{last}: pass plane={last!r}, "
             f"or the base URL ending in /{plane}"
         )
+
+
+def _scan_args(
+    scope_all: dict[str, str] | None,
+    scope_any: list[dict[str, str]] | None,
+    metadata_filter: dict[str, Any] | None,
+    limit: int | None,
+    after_id: str | None,
+    include: dict[str, bool] | None,
+) -> dict[str, Any]:
+    """``scan``'s args without the ones left at the server's default."""
+    given = {
+        "scope_all": scope_all,
+        "scope_any": scope_any,
+        "metadata_filter": metadata_filter,
+        "limit": limit,
+        "after_id": after_id,
+        "include": include,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _next_after(page: Any) -> str | None:
+    """A scan page's ``next_after_id`` (None: the walk is over)."""
+    after = page.get("next_after_id") if isinstance(page, dict) else None
+    return after if isinstance(after, str) else None
 
 
 class WriteOptions(TypedDict, total=False):
@@ -299,8 +329,39 @@ class _Verbs(Generic[_R, _Http, _Transport]):
         """The affect plane's batch write (``options``: :class:`WriteOptions`)."""
         return self._write("put_many", records, options)
 
-    def search(self, vector: list[float], *, top_k: int, **kwargs: Any) -> _R:
-        return self.call("search", {"vector": vector, "top_k": top_k, **kwargs})
+    def search(
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        metadata_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> _R:
+        """The memory plane's search; ``metadata_filter`` only on the fields the store
+        declares (``describe_store()["filterable_metadata_fields"]``)."""
+        args: dict[str, Any] = {"vector": vector, "top_k": top_k, **kwargs}
+        if metadata_filter is not None:
+            args["metadata_filter"] = metadata_filter
+        return self.call("search", args)
+
+    def scan(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+        after_id: str | None = None,
+        include: dict[str, bool] | None = None,
+    ) -> _R:
+        """One page of the memory plane's ``scan``: ``{"items": [...], "next_after_id":
+        str | None}``, records in ``chunk_id`` order after ``after_id``, always within
+        the grant. Pass ``next_after_id`` back as ``after_id`` for the next page
+        (``scan_all`` does)."""
+        return self.call(
+            "scan",
+            _scan_args(scope_all, scope_any, metadata_filter, limit, after_id, include),
+        )
 
     def get(self, id_or_key: str) -> _R:
         return self.call("get", {self._spec.id_arg: id_or_key})
@@ -330,6 +391,33 @@ class BifrostClient(_Verbs[Any, httpx.Client, httpx.BaseTransport]):
         response = self._http.post(url, content=body, headers=headers)
         return _result(response, plane=self.plane, key=self._key)
 
+    def scan_all(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        page_size: int | None = None,
+        after_id: str | None = None,
+        include: dict[str, bool] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every record of the scan, page after page (``page_size`` records a call), in
+        ``chunk_id`` order: each page starts after the last id of the one before, so a
+        record that exists, unchanged and in scope, for the whole walk comes exactly once."""
+        while True:
+            page = self.scan(
+                scope_all=scope_all,
+                scope_any=scope_any,
+                metadata_filter=metadata_filter,
+                limit=page_size,
+                after_id=after_id,
+                include=include,
+            )
+            yield from page["items"]
+            after_id = _next_after(page)
+            if after_id is None:
+                return
+
     def close(self) -> None:
         if self._owns:
             self._http.close()
@@ -352,6 +440,32 @@ class AsyncBifrostClient(_Verbs[Awaitable[Any], httpx.AsyncClient, httpx.AsyncBa
     async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
         response = await self._http.post(url, content=body, headers=headers)
         return _result(response, plane=self.plane, key=self._key)
+
+    async def scan_all(
+        self,
+        *,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        page_size: int | None = None,
+        after_id: str | None = None,
+        include: dict[str, bool] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`BifrostClient.scan_all`, asynchronously (``async for``)."""
+        while True:
+            page = await self.scan(
+                scope_all=scope_all,
+                scope_any=scope_any,
+                metadata_filter=metadata_filter,
+                limit=page_size,
+                after_id=after_id,
+                include=include,
+            )
+            for item in page["items"]:
+                yield item
+            after_id = _next_after(page)
+            if after_id is None:
+                return
 
     async def aclose(self) -> None:
         if self._owns:
