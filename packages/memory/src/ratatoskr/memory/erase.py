@@ -128,7 +128,10 @@ def forget(
     how many were erased (``dry_run``: how many match, nothing written).
 
     Raises StorageError subclasses; a batch that failed leaves the earlier ones
-    erased (run it again: it is idempotent)."""
+    erased (run it again: it is idempotent). Raises ValueError for empty ``axes``
+    (which would be every chunk)."""
+    if not axes:
+        raise ValueError("forget needs at least one scope axis")
     total = 0
     for _round in range(_FORGET_ROUNDS):
         with store.database.read() as conn:

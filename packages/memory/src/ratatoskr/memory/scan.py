@@ -36,6 +36,8 @@ _PAGE_SQL = (
 )
 
 FetchAt = Callable[[apsw.Connection, Sequence[str]], tuple[dict[str, StoredChunk], int]]
+# Ids a page must leave out, decided in its snapshot (retention's expired chunks).
+Drop = Callable[[apsw.Connection, Sequence[str]], set[str]]
 
 
 def _item(chunk: StoredChunk, include_embedding: bool) -> dict[str, Any]:
@@ -46,15 +48,18 @@ def _item(chunk: StoredChunk, include_embedding: bool) -> dict[str, Any]:
 
 
 def scan_rows(
-    db: Database, sync: SyncedIndex, query: ScanQuery, fetch_at: FetchAt
+    db: Database, sync: SyncedIndex, query: ScanQuery, fetch_at: FetchAt, drop: Drop | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Up to ``query.limit + 1`` ``(chunk_id, record)`` pairs of ``query`` in id order,
-    read in one snapshot. Raises StorageUnavailable when the index cannot catch up with
-    concurrent writes, StorageError subclasses."""
+    read in one snapshot, without the ids ``drop(conn, page_ids)`` names in it
+    (:func:`ratatoskr.memory.retention.scan_live` reads on past them). Raises
+    StorageUnavailable when the index cannot catch up with concurrent writes,
+    StorageError subclasses."""
     count = query.limit + 1
     if not query.scope_all and not query.scope_any and query.metadata_filter is None:
         with db.read() as conn:
             rows = conn.execute(_PAGE_SQL, (query.after_id or "", count)).fetchall()
+            gone = set() if drop is None else drop(conn, [str(r[0]) for r in rows])
         return [
             (
                 str(cid),
@@ -64,6 +69,7 @@ def scan_rows(
                 ),
             )
             for cid, rj, key, blob, rev in rows
+            if str(cid) not in gone
         ]
 
     def page(index: VectorIndex) -> list[str]:
@@ -81,6 +87,9 @@ def scan_rows(
                     continue  # the index moved past this snapshot: take a newer one
                 ids = again
                 found = fetch_at(conn, ids)[0]
+            if drop is not None:
+                for chunk_id in drop(conn, ids):
+                    found.pop(chunk_id, None)
         break
     else:
         raise StorageUnavailable("the index could not catch up with concurrent writes")

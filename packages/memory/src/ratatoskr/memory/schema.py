@@ -16,6 +16,8 @@
 - ``memory_quota`` (migration 4): chunks and bytes per tenant (:data:`QUOTA`, kept
   by triggers on ``memory_chunks``; ``record_bytes`` is each chunk's canonical JSON
   length, see :mod:`bifrost.quota`), filled from the chunks already there.
+- ``memory_chunks_updated_at`` (migration 6): the write time in order, for
+  retention's expiry probe and sweep (:mod:`ratatoskr.memory.retention`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import apsw
 from bifrost.quota import record_size
 from ratatoskr.memory import records
 from ratatoskr.memory.changes import DIGEST_TOMBSTONES_SQL, HORIZON
+from ratatoskr.memory.retention import UPDATED_AT_INDEX_SQL
 from ratatoskr.sqlite import IdempotencyLedger, Migration, StorageCorrupt
 from ratatoskr.sqlite.quota import TenantUsageTable
 
@@ -49,6 +52,7 @@ def migrations(embedding_dim: int) -> list[Migration]:
         Migration(3, "tombstone horizon, ledger expiry index", _V3),
         Migration(4, "per-tenant usage for quotas", _usage_v4),
         Migration(5, "tombstones keep a keyed digest of the id", DIGEST_TOMBSTONES_SQL),
+        Migration(6, "write-time index for retention", UPDATED_AT_INDEX_SQL),
     ]
 
 

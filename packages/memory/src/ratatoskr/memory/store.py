@@ -35,6 +35,7 @@ import numpy.typing as npt
 from bifrost.errors import InvalidArguments
 from bifrost.memory.filters import validate_fields
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
+from bifrost.memory.retention import validate_retention
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -52,7 +53,7 @@ from bifrost.portability import (
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
-from ratatoskr.memory import changes, erase, portability
+from ratatoskr.memory import changes, erase, portability, retention
 from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
 from ratatoskr.memory.records import StoredChunk
@@ -103,9 +104,14 @@ class MemoryLimits:
     max_page: int = DEFAULT_MAX_PAGE
     filterable_fields: tuple[str, ...] = ()
     quota: Quota = NO_QUOTA  # per tenant (bifrost.quota), kept in memory_quota
+    retention_s: float | None = None  # ratatoskr.memory.retention; None: forever
 
     def __post_init__(self) -> None:
         _positive("embedding_dim", self.embedding_dim)
+        try:
+            object.__setattr__(self, "retention_s", validate_retention(self.retention_s))
+        except ValueError as exc:
+            raise InvalidArguments(str(exc)) from None
         _positive("max_page", self.max_page)
         try:
             object.__setattr__(self, "filterable_fields", validate_fields(self.filterable_fields))
@@ -136,6 +142,9 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         with self._db.read() as conn:
             self._sync.load(conn)
         erase.attach(self)
+        self.retention = retention.Retention(limits.retention_s, clock)
+        # The background sweep of expired chunks (ratatoskr.memory.retention).
+        self._sweeper = retention.Sweeper(self.sweep_expired) if self.retention.enabled else None
 
     # -- descriptors -----------------------------------------------------------------
 
@@ -163,10 +172,13 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             if write.replayed is not None:
                 return write.replayed
             current, scopes = self._heads(conn, request.ids)
+            expired = self.retention.drop_heads(conn, write.now, current, scopes)
             write.check(scopes, current)
             seq_before = changes.seq(conn)
             seq = seq_before + 1 if request else seq_before
             if request:
+                if expired:  # erased, then written anew at revision 1
+                    erase.remove_rows(conn, expired, seq)
                 self._write_chunks(conn, request, forms, units, current, seq, write.now)
                 if self.limits.quota.enabled:  # the usage the triggers left
                     check_quota(QUOTA.read(conn, batch_tenants(request)), self.limits.quota)
@@ -180,6 +192,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                 upserts=([c.id for c in request], units, [c.scope for c in request]),
                 records=[c.record for c in request],  # filter columns (ratatoskr.memory.filtered)
             )
+            if expired:
+                self._db.erasure.erased()
         return result
 
     def _write_chunks(
@@ -236,8 +250,15 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
 
     def perform_delete(self, ids: Sequence[str]) -> int:
         """Delete chunks and their index rows in one transaction (then mirror the
-        committed delete into the in-process index)."""
+        committed delete into the in-process index); expired chunks go uncounted."""
+        if self.retention.enabled:
+            return retention.delete_counting_live(self, ids)
         return len(erase.erase_chosen(self, lambda conn: list(self._revisions(conn, ids))))
+
+    def sweep_expired(self, limit: int | None = None) -> int:
+        """Erase up to ``limit`` (None: all) expired chunks now, oldest first; how many
+        (what the background sweep runs, see :mod:`ratatoskr.memory.retention`)."""
+        return retention.sweep(self, limit=limit)
 
     def forget(self, scope: Mapping[str, str], *, dry_run: bool = False) -> int:
         """Erase every chunk whose scope contains ``scope``'s axes (see
@@ -260,6 +281,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         """The records as written plus ``revision``, in one read snapshot."""
         with self._db.read() as conn:
             found = self._fetch(conn, ids)
+            self.retention.drop(conn, found)
         return [{**found[i].record(), "revision": found[i].revision} for i in ids if i in found]
 
     def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -273,6 +295,9 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                     f" WHERE chunk_id IN ({_placeholders(len(part))})",
                     tuple(part),
                 ).fetchall()
+            gone = self.retention.expired(conn, [str(r[0]) for r in rows]) if rows else set()
+        if gone:
+            rows = [r for r in rows if str(r[0]) not in gone]
         # Chunks share few distinct scopes: parse each once; every id gets its own copy.
         parsed: dict[str, dict[str, str]] = {}
         for text in {row[1] for row in rows}:
@@ -284,6 +309,19 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         candidates in float64 from their stored embeddings."""
         exact_query = stored_records.unit_float64(query.vector)
         unit = exact_query.astype(np.float32)
+        asked = query
+        while True:
+            found, gone = self._search_found(unit, asked)
+            wider = retention.widened_top_k(query.top_k, asked.top_k, len(found) + gone, gone)
+            if wider is None:
+                return stored_records.search_rows(found, exact_query, query)
+            asked = dataclasses.replace(query, top_k=wider)
+
+    def _search_found(
+        self, unit: npt.NDArray[np.float32], query: SearchQuery
+    ) -> tuple[dict[str, StoredChunk], int]:
+        """The candidates of ``query`` read in one snapshot, without the expired ones,
+        and how many were expired."""
         for _attempt in range(_SNAPSHOT_ATTEMPTS):
             with self._db.read() as conn:
                 # Optimistic: rank on the index as it is, then read the records and the
@@ -298,14 +336,19 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                     if again is None:
                         continue  # take a newer snapshot so index and records agree
                     found = self._fetch(conn, [c.chunk_id for c in again])
+                gone = len(self.retention.drop(conn, found))
             break
         else:
             raise StorageUnavailable("the index could not catch up with concurrent writes")
-        return stored_records.search_rows(found, exact_query, query)
+        return found, gone
 
     def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
         """A keyset page in one read snapshot (:func:`ratatoskr.memory.scan.scan_rows`)."""
-        return scan_rows(self._db, self._sync, query, self._fetch_at)
+        return retention.scan_live(
+            query,
+            lambda q, drop: scan_rows(self._db, self._sync, q, self._fetch_at, drop),
+            self.retention,
+        )
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -350,6 +393,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         """Leave the index's sidecar current when this store's writes moved it (so the
         next open maps it, see :meth:`SyncedIndex.save`), then close the database;
         idempotent. The sidecar is a cache: failing to write it never fails a close."""
+        if self._sweeper is not None:
+            self._sweeper.stop()
         with contextlib.suppress(StorageError), self._db.read() as conn:
             self._sync.save(conn)
         self._db.close()
@@ -454,6 +499,7 @@ def open_memory_store(
     max_page: int = DEFAULT_MAX_PAGE,
     filterable_fields: Sequence[str] = (),
     quota: Quota = NO_QUOTA,
+    retention_s: float | None = None,
 ) -> SqliteMemoryStore:
     """Open (creating schema and the vec index on first use) the memory store at ``db_path``.
 
@@ -463,7 +509,9 @@ def open_memory_store(
     ``max_page`` caps a ``scan`` page; ``filterable_fields`` are the fields a
     ``metadata_filter`` may name (indexed in memory at open, see
     :mod:`ratatoskr.memory.filtered`); ``quota`` is the per-tenant quota
-    (:mod:`bifrost.quota`; a write past it raises QuotaExceeded, nothing written).
+    (:mod:`bifrost.quota`; a write past it raises QuotaExceeded, nothing written);
+    ``retention_s`` expires chunks not written for that long (None: never; see
+    :mod:`ratatoskr.memory.retention`, a serving store sweeps them in the background).
 
     Raises InvalidArguments for a bad ``embedding_dim`` or limit (before the file is
     opened); SchemaMismatch (naming both dimensions, file untouched) when the file was
@@ -478,6 +526,7 @@ def open_memory_store(
         max_page,
         tuple(filterable_fields),
         quota,
+        retention_s,
     )
     opts = dataclasses.replace(
         options or ConnectionOptions(),

@@ -141,7 +141,10 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
 
     def forget(self, scope: dict[str, str], *, dry_run: bool = False) -> int:
         """Erase every key (whole history) whose scope contains ``scope``'s axes; the count
-        (``dry_run``: count only). What ``ratatoskr forget`` does on a real store."""
+        (``dry_run``: count only). What ``ratatoskr forget`` does on a real store.
+        Raises ValueError for an empty ``scope`` (every key)."""
+        if not scope:
+            raise ValueError("forget needs at least one scope axis")
         with self._lock:
             wanted = [
                 k

@@ -14,6 +14,7 @@ from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.memory.filters import MetadataFilter, validate_fields
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
+from bifrost.memory.retention import expiry_cutoff, is_expired, validate_retention
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -48,7 +49,9 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
 
     ``clock`` (seconds since the epoch) drives the idempotency TTL;
     ``filterable_fields`` are the fields a ``metadata_filter`` may name (none: v1),
-    evaluated by :meth:`bifrost.memory.filters.MetadataFilter.matches`.
+    evaluated by :meth:`bifrost.memory.filters.MetadataFilter.matches`;
+    ``retention_s`` expires chunks by the clock (:mod:`bifrost.memory.retention`:
+    filtered out of every read until :meth:`sweep_expired` erases them).
     """
 
     def __init__(
@@ -62,7 +65,9 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         max_page: int = DEFAULT_MAX_PAGE,
         filterable_fields: Iterable[str] = (),
         quota: Quota = NO_QUOTA,
+        retention_s: float | None = None,
     ) -> None:
+        self.retention_s = validate_retention(retention_s)
         if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int):
             raise TypeError("embedding_dim must be an int")
         if min(embedding_dim, max_batch, max_top_k, max_scope_any, max_page) < 1:
@@ -95,8 +100,12 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
             if write.replayed is not None:
                 return write.replayed
             held = {cid: self._chunks[cid] for cid in request.ids if cid in self._chunks}
-            current = {cid: c.revision for cid, c in held.items()}
-            write.check({cid: c.scope for cid, c in held.items()}, current)
+            # An expired chunk is absent to the checks (its revision starts again at 1);
+            # its row is still replaced (and leaves its tenant's usage).
+            cutoff = self._cutoff()
+            live = {cid: c for cid, c in held.items() if not is_expired(c.written_at, cutoff)}
+            current = {cid: c.revision for cid, c in live.items()}
+            write.check({cid: c.scope for cid, c in live.items()}, current)
             sizes = request.record_sizes()
             usage = self._usage.after(
                 [(tenant_of(c.scope), -1, -c.size) for c in held.values()]
@@ -114,10 +123,12 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         """Exact brute-force cosine over every chunk in scope (under the store's lock)."""
         unit = unit_vector(query.vector)
         with self._lock:
+            cutoff = self._cutoff()
             scored = [
                 (max(-1.0, min(1.0, sum(a * b for a, b in zip(unit, c.unit, strict=True)))), cid, c)
                 for cid, c in self._chunks.items()
                 if _passes(c, query.scope_all, query.scope_any, query.metadata_filter)
+                and not is_expired(c.written_at, cutoff)
             ]
             scored.sort(key=lambda t: (-t[0], t[1]))
             return [
@@ -128,10 +139,12 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
     def perform_scan(self, query: ScanQuery) -> list[tuple[str, dict[str, Any]]]:
         """Every chunk in scope and filter above ``after_id``, sorted (under the lock)."""
         with self._lock:
+            cutoff = self._cutoff()
             ids = sorted(
                 cid
                 for cid, c in self._chunks.items()
                 if (query.after_id is None or cid > query.after_id)
+                and not is_expired(c.written_at, cutoff)
                 and _passes(c, query.scope_all, query.scope_any, query.metadata_filter)
             )[: query.limit + 1]
             return [
@@ -146,8 +159,16 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
                 for cid in ids
             ]
 
-    def _read(self, cid: str) -> dict[str, Any] | None:
+    def _cutoff(self) -> float | None:
+        return expiry_cutoff(self._clock(), self.retention_s)
+
+    def _live(self, cid: str) -> _Chunk | None:
+        """The chunk of ``cid`` unless absent or expired (lock held)."""
         c = self._chunks.get(cid)
+        return None if c is None or is_expired(c.written_at, self._cutoff()) else c
+
+    def _read(self, cid: str) -> dict[str, Any] | None:
+        c = self._live(cid)
         if c is None:
             return None
         out = copy.deepcopy(c.record)
@@ -160,7 +181,8 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
 
     def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
         with self._lock:
-            return {cid: dict(self._chunks[cid].scope) for cid in ids if cid in self._chunks}
+            live = {cid: self._live(cid) for cid in ids}
+            return {cid: dict(c.scope) for cid, c in live.items() if c is not None}
 
     def export_page(
         self, after_id: str | None, limit: int, scope_all: Mapping[str, str]
@@ -173,24 +195,46 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         return portability.import_chunks(self, batch, on_conflict, _Chunk)
 
     def forget(self, scope: dict[str, str], *, dry_run: bool = False) -> int:
-        """Erase every chunk whose scope contains ``scope``'s axes; the count
-        (``dry_run``: count only). What ``ratatoskr forget`` does on a real store."""
+        """Erase every chunk whose scope contains ``scope``'s axes, expired ones
+        included; the count (``dry_run``: count only). What ``ratatoskr forget`` does
+        on a real store. Raises ValueError for an empty ``scope`` (every chunk)."""
+        if not scope:
+            raise ValueError("forget needs at least one scope axis")
         with self._lock:
             wanted = [
                 k
                 for k, c in self._chunks.items()
                 if all(c.scope.get(a) == v for a, v in scope.items())
             ]
-        return len(wanted) if dry_run else self.perform_delete(wanted)
+            if not dry_run:
+                self._erase(wanted)
+            return len(wanted)
 
     def perform_delete(self, ids: Sequence[str]) -> int:
+        """Erase the chunks of ``ids``; counts the live ones (expired ones go too)."""
         with self._lock:
-            present = [cid for cid in ids if cid in self._chunks]
-            gone = [self._chunks[cid] for cid in present]
-            self._usage.apply(self._usage.after((tenant_of(c.scope), -1, -c.size) for c in gone))
-            for cid in present:
-                del self._chunks[cid]
-            return len(present)
+            counted = sum(1 for cid in ids if self._live(cid) is not None)
+            self._erase([cid for cid in ids if cid in self._chunks])
+            return counted
+
+    def sweep_expired(self, limit: int | None = None) -> int:
+        """Erase up to ``limit`` (None: all) expired chunks, oldest first; how many.
+        What a real store's background retention sweep does."""
+        with self._lock:
+            cutoff = self._cutoff()
+            expired = sorted(
+                (c.written_at, cid)
+                for cid, c in self._chunks.items()
+                if is_expired(c.written_at, cutoff)
+            )[:limit]
+            self._erase([cid for _at, cid in expired])
+            return len(expired)
+
+    def _erase(self, present: Sequence[str]) -> None:
+        gone = [self._chunks[cid] for cid in present]
+        self._usage.apply(self._usage.after((tenant_of(c.scope), -1, -c.size) for c in gone))
+        for cid in present:
+            del self._chunks[cid]
 
 
 def _passes(
