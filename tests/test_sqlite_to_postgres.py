@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from bifrost.context import DispatchContext
 from ratatoskr.affect import open_affect_store
@@ -101,6 +104,23 @@ def test_sqlite_to_postgres_and_back_line_for_line(database: str, tmp_path: Path
         back = tmp_path / f"{plane}.back.jsonl"
         done = ratatoskr(["export", "--plane", plane, "--to", str(back)], back_env, tmp_path)
         assert back.read_text().splitlines()[1:] == a[1:]
+    # Tenants' usage (bifrost.quota) counts the imported records as the writes had:
+    # the PostgreSQL usage tables equal the SQLite ones the source's upserts kept.
+    for plane in ("memory", "affect"):
+        table = f"{plane}_quota"
+        lite = sqlite3.connect(sqlite_env[f"RATATOSKR_{plane.upper()}_DB"])
+        try:
+            want = sorted(lite.execute(f"SELECT tenant, items, bytes FROM {table}").fetchall())
+        finally:
+            lite.close()
+        with psycopg.connect(database) as conn:
+            got = conn.execute(
+                sql.SQL("SELECT tenant, items, bytes FROM {}.{}").format(
+                    sql.Identifier(f"ratatoskr_{plane}"), sql.Identifier(table)
+                )
+            ).fetchall()
+        assert sorted((str(t), int(i), int(b)) for t, i, b in got) == want
+        assert want
     # A scoped export reads the same records from either backend.
     scope = '{"tenant": "t1", "end_user": "u2"}'
     for plane in ("memory", "affect"):

@@ -88,9 +88,10 @@ def import_keys(
     )
     axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
     insert_current = sql.SQL(
-        "INSERT INTO {t} (key, {axes}, revision, record_json, recorded_at)"
+        "INSERT INTO {t} (key, {axes}, revision, record_json, recorded_at, history_bytes)"
         " SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-        " %b::bigint[], %b::text[], %b::text[]) ON CONFLICT (key) DO NOTHING RETURNING key"
+        " %b::bigint[], %b::text[], %b::text[], %b::bigint[])"
+        " ON CONFLICT (key) DO NOTHING RETURNING key"
     ).format(t=current_t, axes=axes)
     insert_history = sql.SQL(
         "INSERT INTO {t} (key, revision, record_json, recorded_at)"
@@ -128,6 +129,11 @@ def import_keys(
                 [h.revision for h in heads],
                 [_text(h.item.record) for h in heads],
                 [h.recorded_at for h in heads],
+                # What the key counts for in its tenant's usage: every revision it keeps.
+                [
+                    sum(len(_text(r.item.record).encode("utf-8")) for r in batch.keys[i].history)
+                    for i in chosen
+                ],
             ),
         )
         if len(cur.fetchall()) != len(chosen):

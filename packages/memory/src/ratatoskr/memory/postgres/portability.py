@@ -21,6 +21,7 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
+from bifrost.jsoncodec import canonical_json
 from bifrost.portability import (
     ExportedChunk,
     ImportConflict,
@@ -86,21 +87,21 @@ def import_chunks(
     axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
     unnest = sql.SQL(
         " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-        " %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::float8[])"
-        " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, v, w, o)"
+        " %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::float8[], %b::bigint[])"
+        " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, v, w, b, o)"
     )
     vec = sql.SQL("(%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}").format(
         dim=sql.Literal(embedding_dim), vector=vector
     )
     insert = sql.SQL(
         "INSERT INTO {t} (chunk_id, {axes}, revision, record_json, embedding_key,"
-        " embedding_f64, embedding, updated_at)"
-        " SELECT u.i, u.e, u.g, u.n, u.a, u.v, u.r, u.k, u.f, {vec}, u.w{unnest}"
+        " embedding_f64, embedding, updated_at, record_bytes)"
+        " SELECT u.i, u.e, u.g, u.n, u.a, u.v, u.r, u.k, u.f, {vec}, u.w, u.b{unnest}"
         " ORDER BY u.o ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id"
     ).format(t=t, axes=axes, vec=vec, unnest=unnest)
     update = sql.SQL(
         "UPDATE {t} AS c SET {sets}, revision = u.v, record_json = u.r, embedding_key = u.k,"
-        " embedding_f64 = u.f, embedding = {vec}, updated_at = u.w{unnest}"
+        " embedding_f64 = u.f, embedding = {vec}, updated_at = u.w, record_bytes = u.b{unnest}"
         " WHERE c.chunk_id = u.i"
     ).format(
         t=t,
@@ -126,6 +127,8 @@ def import_chunks(
             [forms[i].embedding_f64 for i in indexes],
             [batch.revisions[i] for i in indexes],
             [batch.written_at[i] for i in indexes],
+            # What the record counts for in its tenant's usage (bifrost.quota).
+            [len(canonical_json(items[i].record)) for i in indexes],
         )
 
     def perform(cur: Cursor[Any]) -> ImportOutcome:
