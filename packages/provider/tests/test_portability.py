@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.context import DispatchContext
+from bifrost.portability import validate_chunk_import, validate_key_import
 from ratatoskr.affect import open_affect_store
 from ratatoskr.memory import open_memory_store
-from ratatoskr.provider.export import run_export
+from ratatoskr.provider.export import export_lines, run_export
 from ratatoskr.provider.import_ import run_import
 from ratatoskr.provider.operate import OperationFailed
 from ratatoskr.provider.settings import ConfigError, Settings
@@ -300,3 +302,27 @@ def test_stdin_and_stdout(source: Settings, tmp_path: Path) -> None:
         "ratatoskr: import refused, nothing written: line 4: not a JSON object"
     )
     assert not (dest / "other.db").exists()
+
+
+@pytest.mark.parametrize("plane", ["memory", "affect"])
+def test_reference_store_imports_and_exports_the_same_lines(
+    source: Settings, tmp_path: Path, plane: str
+) -> None:
+    """The reference stores (bifrost's authority) hold an import as SQLite does: the
+    same file in, the same lines out, and a second import skips everything."""
+    out = tmp_path / "x.jsonl"
+    run_export(source, plane, str(out), None)
+    lines = out.read_text().splitlines()
+    entries = [json.loads(line) for line in lines[1:]]
+    store: Any
+    if plane == "memory":
+        store = InMemoryMemoryStore(DIM)
+        batch: Any = validate_chunk_import(entries, embedding_dim=DIM, max_batch=1000)
+        first, second = store.import_chunks(batch, "fail"), store.import_chunks(batch, "fail")
+    else:
+        store = InMemoryAffectStore()
+        batch = validate_key_import(entries, max_batch=1000)
+        first, second = store.import_keys(batch, "fail"), store.import_keys(batch, "fail")
+    assert (first.written, second.written, second.skipped) == (len(entries), 0, len(entries))
+    again = b"".join(data for data, _n in export_lines(store, plane, {}))
+    assert again.decode().splitlines() == lines[1:]
