@@ -31,6 +31,8 @@ SID = "sentinel-id-7f3a9c"
 CONTENT = "SENTINEL-CONTENT-b41d"
 DISTILLATE = "SENTINEL-DISTILLATE-c9e2"
 USER = "sentinel-user-5a0f"
+# The sentinel's tenant holds nothing else: its quota usage row must go with it.
+TENANT = "sentinel-tenant-93be"
 AFFECT_KEY = "sentinel-affect-key-e71b"
 MOOD = "SENTINEL-MOOD-0d3c"
 MEM_CTX = DispatchContext(actor="agent-1", plane="memory", verb="upsert_many")
@@ -46,6 +48,7 @@ def memory_patterns() -> dict[str, bytes]:
     unit = (e / np.linalg.norm(e)).astype(np.float32)
     out = {"id": SID.encode(), "content": CONTENT.encode(), "distillate": DISTILLATE.encode()}
     out["scope"] = USER.encode()
+    out["tenant"] = TENANT.encode()
     for i, x in enumerate(e):
         out[f"f64[{i}]"] = np.float64(x).tobytes()
         out[f"f64 text[{i}]"] = repr(float(x)).encode()
@@ -60,7 +63,12 @@ def memory_patterns() -> dict[str, bytes]:
 
 
 def affect_patterns() -> dict[str, bytes]:
-    return {"key": AFFECT_KEY.encode(), "payload": MOOD.encode(), "scope": USER.encode()}
+    return {
+        "key": AFFECT_KEY.encode(),
+        "payload": MOOD.encode(),
+        "scope": USER.encode(),
+        "tenant": TENANT.encode(),
+    }
 
 
 def live_files(db: str) -> list[str]:
@@ -71,7 +79,9 @@ def leaks(db: str, patterns: dict[str, bytes]) -> list[str]:
     found: list[str] = []
     for path in live_files(db):
         data = Path(path).read_bytes()
-        found += [f"{name} in {os.path.basename(path)}" for name, p in patterns.items() if p in data]
+        found += [
+            f"{name} in {os.path.basename(path)}" for name, p in patterns.items() if p in data
+        ]
     return found
 
 
@@ -79,7 +89,7 @@ def sentinel_chunk() -> dict[str, Any]:
     return {
         "id": SID,
         "embedding": embedding().tolist(),
-        "scope": {"tenant": "t1", "end_user": USER},
+        "scope": {"tenant": TENANT, "end_user": USER},
         "content": CONTENT,
         "distillate": DISTILLATE,
     }
@@ -95,10 +105,24 @@ def filler(i: int) -> dict[str, Any]:
     }
 
 
-def fill_memory(db: str) -> None:
-    s = open_memory_store(db, embedding_dim=DIM)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_750_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+RETENTION_S = 3600.0
+
+
+def fill_memory(db: str, clock: Clock | None = None) -> None:
+    s = open_memory_store(db, embedding_dim=DIM, clock=clock or time.time)
     s.upsert_many([filler(i) for i in range(300)], idempotency_key="fill", ctx=MEM_CTX)
     s.upsert_many([sentinel_chunk()], idempotency_key="s1", ctx=MEM_CTX)
+    if clock is not None:  # the sentinel expires first
+        clock.now += RETENTION_S / 2
+        s.upsert_many([filler(i) for i in range(300)], idempotency_key="fill3", ctx=MEM_CTX)
     s.upsert_many([filler(i) for i in range(300, 400)], idempotency_key="fill2", ctx=MEM_CTX)
     s.close()  # a sidecar that holds the sentinel's codes
 
@@ -119,14 +143,25 @@ def erase_memory_by_forget(s: Any) -> None:
     assert s.forget({"end_user": USER}) == 1  # flushed when it returns
 
 
-@pytest.mark.parametrize("erase", [erase_memory_by_delete, erase_memory_by_forget])
+def erase_memory_by_retention(s: Any) -> None:
+    s.retention.clock.now += RETENTION_S / 2 + 1  # the sentinel is expired, no other chunk
+    assert s.get(SID) is None  # from that instant
+    assert s.sweep_expired() == 1  # what the background sweep runs
+    wait_flushed(s)
+
+
+@pytest.mark.parametrize(
+    "erase", [erase_memory_by_delete, erase_memory_by_forget, erase_memory_by_retention]
+)
 def test_an_erased_chunk_leaves_no_bytes(tmp_path: Path, erase: Callable[[Any], None]) -> None:
     db = str(tmp_path / "memory.db")
-    fill_memory(db)
-    s = open_memory_store(db, embedding_dim=DIM)
+    clock = Clock() if erase is erase_memory_by_retention else None
+    fill_memory(db, clock)
+    retention = RETENTION_S if clock is not None else None
+    s = open_memory_store(db, embedding_dim=DIM, clock=clock or time.time, retention_s=retention)
     # While serving: every pattern is somewhere (so the check below can fail).
     present = {n.split(" in ")[0] for n in leaks(db, memory_patterns())}
-    assert {"id", "content", "distillate", "scope", "int8 codes"} <= present
+    assert {"id", "content", "distillate", "scope", "tenant", "int8 codes"} <= present
     assert any(n.startswith("f64[") for n in present)
     assert s.search(embedding().tolist(), top_k=1)[0]["chunk_id"] == SID
     erase(s)
@@ -146,7 +181,7 @@ def fill_affect(db: str) -> None:
     others = [{"key": f"k{i}", "scope": {"tenant": "t1"}, "mood": f"m{i}"} for i in range(200)]
     s.put_many(others, idempotency_key="fill", ctx=AFF_CTX)
     for rev in range(5):  # a history of five revisions
-        rec = {"key": AFFECT_KEY, "scope": {"tenant": "t1", "end_user": USER}, "mood": MOOD}
+        rec = {"key": AFFECT_KEY, "scope": {"tenant": TENANT, "end_user": USER}, "mood": MOOD}
         s.put_many([{**rec, "n": rev}], idempotency_key=f"s{rev}", ctx=AFF_CTX)
     s.close()
 
@@ -156,7 +191,12 @@ def test_an_erased_affect_key_leaves_no_bytes_of_its_history(tmp_path: Path, rou
     db = str(tmp_path / "affect.db")
     fill_affect(db)
     s = open_affect_store(db)
-    assert {n.split(" in ")[0] for n in leaks(db, affect_patterns())} == {"key", "payload", "scope"}
+    assert {n.split(" in ")[0] for n in leaks(db, affect_patterns())} == {
+        "key",
+        "payload",
+        "scope",
+        "tenant",
+    }
     if route == "delete_many":
         assert s.delete_many([AFFECT_KEY]) == {"deleted": 1}
         wait_flushed(s)

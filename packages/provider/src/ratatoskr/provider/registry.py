@@ -225,6 +225,7 @@ class _MemoryLimits(TypedDict):
     quota: Quota
     max_page: int
     filterable_fields: tuple[str, ...]
+    retention_s: float | None
 
 
 class _AffectLimits(TypedDict):
@@ -244,6 +245,7 @@ def _memory_limits(settings: Settings) -> _MemoryLimits:
         quota=memory_quota(settings.memory_quota_chunks, settings.memory_quota_bytes),
         max_page=settings.memory_max_page,
         filterable_fields=fields_setting(settings.memory_filterable_fields),
+        retention_s=settings.memory_retention_s,
     )
 
 

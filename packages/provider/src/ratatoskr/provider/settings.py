@@ -139,6 +139,15 @@ class Settings(BaseSettings):
         "top-level keys or dotted paths such as metadata.kind (listed by describe_store; "
         "indexed in memory at open, existing rows included). Empty: no filters (v1).",
     )
+    memory_retention_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds after its last successful write at which a memory chunk expires: from "
+        "then no verb returns it, delete_many does not count it, an upsert of its id "
+        "starts again at revision 1, and a background sweep (every 30 s) erases it like "
+        "a delete; unset: chunks never expire.",
+    )
     memory_quota_chunks: int = Field(
         1_000_000,
         ge=0,

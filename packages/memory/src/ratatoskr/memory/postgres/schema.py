@@ -53,6 +53,7 @@ from typing import Any
 from psycopg import Cursor, sql
 
 from bifrost.quota import record_size
+from ratatoskr.memory.postgres.retention import updated_at_index
 from ratatoskr.memory.records import StoredChunk
 from ratatoskr.postgres.extension import ensure_vector_extension
 from ratatoskr.postgres.ledger import PostgresLedger
@@ -108,6 +109,7 @@ def migrations(schema: str, embedding_dim: int) -> list[Migration]:
         Migration(1, "chunks with unit vectors, scope columns, ledger", _v1(schema, embedding_dim)),
         Migration(2, "tenant index covering chunk_id and embedding", _v2(schema, embedding_dim)),
         Migration(3, "per-tenant usage for quotas", _v3(schema)),
+        Migration(4, "write-time index for retention", updated_at_index(_table(schema, CHUNKS))),
     ]
 
 

@@ -44,6 +44,7 @@ from psycopg import Cursor, sql
 from bifrost.errors import InvalidArguments
 from bifrost.memory.filters import MetadataFilter, validate_fields
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
+from bifrost.memory.retention import expiry_cutoff, validate_retention
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -65,12 +66,15 @@ from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import portability
 from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql
+from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
+from ratatoskr.memory.postgres.retention import sweep as sweep_rows
 from ratatoskr.memory.records import (
     StoredChunk,
     search_rows,
     stored_forms,
     unit_float64,
 )
+from ratatoskr.memory.retention import Sweeper
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.erase import forget_rows
 from ratatoskr.postgres.extension import vector_extension
@@ -127,9 +131,12 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         max_page: int = DEFAULT_MAX_PAGE,
         filterable_fields: Sequence[str] = (),
         quota: Quota = NO_QUOTA,
+        retention_s: float | None = None,
     ) -> None:
         if min(max_batch, max_top_k, max_scope_any, max_page) < 1:
             raise ValueError("max_batch, max_top_k, max_scope_any and max_page must be positive")
+        # Expiry (ratatoskr.memory.postgres.retention): every read holds LIVE_SQL.
+        self.retention_s = validate_retention(retention_s)
         self.max_page = max_page
         self.filterable_fields = validate_fields(filterable_fields)
         SchemaStore.__init__(
@@ -155,6 +162,29 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         if found is None:
             raise RuntimeError("the vector extension vanished after the schema was created")
         self._compose_sql(found[0])
+        self._sweeper = Sweeper(self.sweep_expired) if self.retention_s is not None else None
+
+    def _cutoff(self, now: float | None = None) -> float:
+        """The expiry cutoff parameter at ``now`` (default: the clock)."""
+        return cutoff_param(
+            expiry_cutoff(self._clock() if now is None else now, self.retention_s)
+        )
+
+    def sweep_expired(self, limit: int | None = None) -> int:
+        """Delete up to ``limit`` (None: all) expired chunks now, oldest first; how many
+        (what the background sweep runs)."""
+        return sweep_rows(
+            self._db,
+            memory_schema.CHUNKS,
+            lambda: expiry_cutoff(self._clock(), self.retention_s),
+            limit=limit,
+        )
+
+    def close(self) -> None:
+        """Stop the retention sweep, then close as every schema store does."""
+        if self._sweeper is not None:
+            self._sweeper.stop()
+        super().close()
 
     def _compose_sql(self, ext: str) -> None:
         t = self._db.table(memory_schema.CHUNKS)
@@ -174,12 +204,14 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
                 " %b::text[], %b::text[], %b::bytea[], %b::int8[])"
                 " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, b, o)"
                 " ORDER BY u.o"
-                " ON CONFLICT (chunk_id) DO UPDATE SET {sets}, revision = c.revision + 1,"
+                " ON CONFLICT (chunk_id) DO UPDATE SET {sets},"
+                # An expired row is absent: written anew at revision 1, by any grant.
+                " revision = CASE WHEN c.updated_at < %s THEN 1 ELSE c.revision + 1 END,"
                 " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
                 " embedding_f64 = EXCLUDED.embedding_f64, record_bytes = EXCLUDED.record_bytes,"
                 " embedding = EXCLUDED.embedding,"
                 " updated_at = EXCLUDED.updated_at"
-                " WHERE {inside} RETURNING chunk_id, revision"
+                " WHERE ({inside}) OR c.updated_at < %s RETURNING chunk_id, revision"
             )
             .format(
                 t=t,
@@ -197,12 +229,15 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         self._fetch_sql = on_table(
             t,
             "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}"
-            " WHERE chunk_id = ANY(%b)",
+            " WHERE chunk_id = ANY(%b) AND updated_at >= %s",
         )
         self._scopes_sql = sql.SQL(
-            "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%b)"
-        ).format(t=t, axes=axes)
-        self._delete_sql = on_table(t, "DELETE FROM {t} WHERE chunk_id = ANY(%b)")
+            "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%b) AND {live}"
+        ).format(t=t, axes=axes, live=LIVE_SQL)
+        # Expired rows go too, uncounted.
+        self._delete_sql = on_table(
+            t, "DELETE FROM {t} WHERE chunk_id = ANY(%b) RETURNING updated_at >= %s"
+        )
         self._count_sql = on_table(t, "SELECT count(*) FROM {t}")
         # Filled in per filter shape by _search_sql.
         self._search_head = (t, vector, neg_dot)
@@ -235,13 +270,14 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         grant = grant_params(request.grant)
 
         def perform(cur: Cursor[Any], now: float) -> Replaced:
-            cur.execute(self._upsert_sql, (vectors, now, *columns, *grant))
+            cutoff = self._cutoff(now)
+            cur.execute(self._upsert_sql, (vectors, now, *columns, cutoff, *grant, cutoff))
             revisions = revisions_before(cur.fetchall(), from_db)
             refused = [i for i in columns[0] if from_db(i) not in revisions]
             if not refused:
                 return Replaced(revisions, {})
             # Rows outside the grant: locked by the statement, so their scopes stay.
-            rows = cur.execute(self._scopes_sql, (refused,), binary=True).fetchall()
+            rows = cur.execute(self._scopes_sql, (refused, cutoff), binary=True).fetchall()
             return Replaced(
                 revisions, {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
             )
@@ -276,8 +312,8 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             return 0
 
         def delete(cur: Cursor[Any]) -> int:
-            cur.execute(self._delete_sql, (wanted,))
-            return cur.rowcount
+            cur.execute(self._delete_sql, (wanted, self._cutoff()))
+            return sum(1 for (live,) in cur.fetchall() if live)
 
         return self._db.run(delete)
 
@@ -299,8 +335,9 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         if not ids:
             return {}
         keys = [to_db(i) for i in ids]
+        cutoff = self._cutoff()
         rows = self._db.run(
-            lambda cur: cur.execute(self._scopes_sql, (keys,), binary=True).fetchall()
+            lambda cur: cur.execute(self._scopes_sql, (keys, cutoff), binary=True).fetchall()
         )
         return {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
 
@@ -345,11 +382,12 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         mf: MetadataFilter | None = None,
     ) -> list[Any]:
         """The parameters of the statement's ``top`` part, in :meth:`_search_sql`'s order."""
+        cutoff = self._cutoff()
         if mf is not None or not self._split(conjs):
-            return [probe, *filter_params(conjs), limit]
+            return [probe, *filter_params(conjs), cutoff, limit]
         out: list[Any] = []
         for conj in conjs:
-            out += [probe, *filter_params([conj]), limit]
+            out += [probe, *filter_params([conj]), cutoff, limit]
         return [*out, limit]
 
     def _search_sql(
@@ -378,20 +416,27 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             where, _params = where_sql(conjs, self._bounds)
             top = sql.SQL(
                 "SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}{doc}"
-                " WHERE ({where}) AND {mf} ORDER BY nd, chunk_id LIMIT %s"
+                " WHERE ({where}) AND {live} AND {mf} ORDER BY nd, chunk_id LIMIT %s"
             ).format(
-                t=t, vector=vector, neg_dot=neg_dot, where=where, doc=DOC_LATERAL, mf=filter_sql(mf)
+                t=t,
+                vector=vector,
+                neg_dot=neg_dot,
+                where=where,
+                doc=DOC_LATERAL,
+                mf=filter_sql(mf),
+                live=LIVE_SQL,
             )
         elif self._split(conjs):
             members = [
                 sql.SQL(
                     "(SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
-                    " WHERE {where} ORDER BY nd, chunk_id LIMIT %s)"
+                    " WHERE {where} AND {live} ORDER BY nd, chunk_id LIMIT %s)"
                 ).format(
                     t=t,
                     vector=vector,
                     neg_dot=neg_dot,
                     where=conjunction_sql(conj, bounds=self._bounds)[0],
+                    live=LIVE_SQL,
                 )
                 for conj in conjs
             ]
@@ -402,8 +447,8 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             where, _params = where_sql(conjs, self._bounds)
             top = sql.SQL(
                 "SELECT chunk_id, embedding {neg_dot} %b::{vector} AS nd FROM {t}"
-                " WHERE {where} ORDER BY nd, chunk_id LIMIT %s"
-            ).format(t=t, vector=vector, neg_dot=neg_dot, where=where)
+                " WHERE ({where}) AND {live} ORDER BY nd, chunk_id LIMIT %s"
+            ).format(t=t, vector=vector, neg_dot=neg_dot, where=where, live=LIVE_SQL)
         statement = sql.SQL(
             "WITH top AS ({top})"
             " SELECT c.chunk_id, c.record_json, c.embedding_key, c.embedding_f64, c.revision"
@@ -431,17 +476,19 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         mf = query.metadata_filter
         statement = sql.SQL(
             "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}{doc}"
-            " WHERE ({where}) AND chunk_id > %s AND {mf} ORDER BY chunk_id LIMIT %s"
+            " WHERE ({where}) AND {live} AND chunk_id > %s AND {mf} ORDER BY chunk_id LIMIT %s"
         ).format(
             t=t,
+            live=LIVE_SQL,
             doc=DOC_LATERAL if mf is not None else sql.SQL(""),
             where=where,
             mf=filter_sql(mf) if mf is not None else sql.SQL("TRUE"),
         )
         after = "" if query.after_id is None else to_db(query.after_id)
+        cutoff = self._cutoff()
         rows = self._db.read(
             lambda cur: cur.execute(
-                statement, (*params, after, query.limit + 1), binary=True
+                statement, (*params, cutoff, after, query.limit + 1), binary=True
             ).fetchall()
         )
         out: list[tuple[str, dict[str, Any]]] = []
@@ -472,8 +519,9 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
 
     def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         keys = [to_db(i) for i in ids]
+        cutoff = self._cutoff()
         rows = self._db.read(
-            lambda cur: cur.execute(self._fetch_sql, (keys,), binary=True).fetchall()
+            lambda cur: cur.execute(self._fetch_sql, (keys, cutoff), binary=True).fetchall()
         )
         return {
             from_db(str(cid)): StoredChunk(
@@ -496,12 +544,14 @@ def open_postgres_memory_store(
     max_page: int = DEFAULT_MAX_PAGE,
     filterable_fields: Sequence[str] = (),
     quota: Quota = NO_QUOTA,
+    retention_s: float | None = None,
 ) -> PostgresMemoryStore:
     """Open (creating the schema, its tables and the ``vector`` extension on first use)
     the memory store in ``schema`` on the server of ``dsn`` — a libpq URI or
     key=value string, or an open pool to share (then ``close()`` leaves it open).
     ``quota`` is the per-tenant quota (``bifrost.quota``; a write past it raises
-    QuotaExceeded, nothing written).
+    QuotaExceeded, nothing written); ``retention_s`` expires chunks not written for that
+    long (None: never; :mod:`ratatoskr.memory.postgres.retention`).
 
     Raises InvalidArguments for a bad ``embedding_dim``; ValueError for a bad
     schema name or limits; SchemaMismatch (naming both dimensions, nothing
@@ -524,6 +574,7 @@ def open_postgres_memory_store(
             max_page=max_page,
             filterable_fields=filterable_fields,
             quota=quota,
+            retention_s=retention_s,
         ),
         schema=schema,
         plane=memory_schema.PLANE,
