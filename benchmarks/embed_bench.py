@@ -366,6 +366,7 @@ def render(
 ) -> str:
     n_topics = len(dict.fromkeys(rs.query_topics))
     lines = [
+        f"Measured {time.strftime('%Y-%m-%d')}: "
         f"{len(rs.queries)} queries over {n_topics} topics (one cross-lingual: German, French "
         f"and Spanish queries, English passages), ranked against all {len(rs.passages)} "
         f"passages ({len(rs.passages) - len(rs.queries)} distractors); mean content-word "
