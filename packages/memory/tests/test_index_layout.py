@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from bifrost.scope import SCOPE_LATTICE
 from ratatoskr.memory import quantized
-from ratatoskr.memory.index import VectorIndex, _layout_key, scope_items
+from ratatoskr.memory.index import VectorIndex, scope_items
 from ratatoskr.memory.records import exact_scores, unit_float32_rows, unit_float64
+from ratatoskr.memory.segments import _layout_key
 
 DIM = 6
 values = st.sampled_from(["a", "b", "c"])
