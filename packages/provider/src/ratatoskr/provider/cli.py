@@ -1,5 +1,5 @@
 """The ``ratatoskr`` command: ``serve``, ``token``, ``doctor``, ``backup``, ``restore``,
-``stats``, ``compact``, ``export``, ``import``.
+``stats``, ``compact``, ``export``, ``import``, ``forget``, ``mcp``.
 
 Every configuration problem ends the command with one line on stderr naming
 the setting, and exit status 2; nothing is opened before the checks pass. A
@@ -342,6 +342,17 @@ def _forget_command(sub: Any) -> None:
     forget.set_defaults(func=cmd_forget)
 
 
+def _mcp_command(sub: Any) -> None:
+    """``ratatoskr mcp``: the MCP memory server of packages/mcp (its options and start)."""
+    from ratatoskr.mcp import cli as mcp_cli  # noqa: PLC0415 - only this command needs it
+
+    mcp = sub.add_parser(
+        "mcp", help="an MCP memory server (stdio; --http)", description=mcp_cli.DESCRIPTION
+    )
+    mcp_cli.add_arguments(mcp)
+    mcp.set_defaults(func=mcp_cli.run)
+
+
 def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--dev", action="store_true", help=f"zero-configuration local mode (on {DEV_HOST} only)"
@@ -456,6 +467,7 @@ def parser() -> argparse.ArgumentParser:
     compact.set_defaults(func=cmd_compact)
     _portability_commands(sub)
     _forget_command(sub)
+    _mcp_command(sub)
     return p
 
 

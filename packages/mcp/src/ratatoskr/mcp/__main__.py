@@ -1,0 +1,7 @@
+"""``python -m ratatoskr.mcp``: ``ratatoskr mcp`` without the provider's CLI."""
+
+import sys
+
+from ratatoskr.mcp.cli import main
+
+sys.exit(main())

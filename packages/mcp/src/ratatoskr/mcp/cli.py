@@ -1,0 +1,210 @@
+"""``ratatoskr mcp``: its options and how it starts (the provider's CLI hands them here).
+
+A configuration problem ends the command before anything is served with one line on
+stderr naming the flag, and exit status 2; a store or provider that cannot be reached,
+status 1. stdout belongs to the MCP protocol under stdio: nothing else is printed there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ratatoskr.embed import Embedder
+    from ratatoskr.mcp.backend import MemoryBackend
+
+__all__ = [
+    "DESCRIPTION",
+    "EXIT_CONFIG",
+    "EXIT_FAILED",
+    "McpConfigError",
+    "add_arguments",
+    "main",
+    "run",
+]
+
+EXIT_CONFIG = 2
+EXIT_FAILED = 1
+DEFAULT_PORT = 8765
+DESCRIPTION = (
+    "An MCP memory server (tools: remember, recall, list_memories, forget, forget_all) on a "
+    "local memory file or a provider's memory plane; stdio, or streamable HTTP with --http."
+)
+
+
+class McpConfigError(Exception):
+    """A flag is wrong; the message names it."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ratatoskr mcp`` on ``p``."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--db", metavar="FILE", help="a local memory file (SQLite; created on first use)"
+    )
+    where.add_argument(
+        "--url",
+        help="a provider's memory plane instead, e.g. http://127.0.0.1:8000/memory (needs "
+        "--key-file)",
+    )
+    p.add_argument("--key-file", help="with --url: the provider's Heimdall key (a file)")
+    p.add_argument(
+        "--tenant",
+        default="default",
+        help="the tenant every call stays inside (default: %(default)s)",
+    )
+    p.add_argument("--actor", default="mcp", help="who writes, as the store records it")
+    p.add_argument(
+        "--filterable-fields",
+        default="",
+        help="with --db: metadata fields recall's filter may name, comma-separated "
+        "(e.g. kind,topic)",
+    )
+    p.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="with --http (default: %(default)s)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="with --http; 0: any free port")
+    p.add_argument(
+        "--token-file",
+        help="with --http: a file holding the bearer token clients must send (required "
+        "beyond loopback)",
+    )
+    # Tests: a module:attribute or file.py:attribute making an Embedder, instead of
+    # RATATOSKR_EMBEDDER's choice.
+    p.add_argument("--embedder-factory", help=argparse.SUPPRESS)
+
+
+def _read_secret(path: str, flag: str) -> str:
+    try:
+        value = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise McpConfigError(f"{flag}: cannot read {path} ({type(exc).__name__})") from None
+    if not value:
+        raise McpConfigError(f"{flag}: {path} is empty")
+    return value
+
+
+def _embedder(spec: str | None) -> Embedder:
+    from ratatoskr.embed import Embedder, build_embedder  # noqa: PLC0415
+
+    if spec is None:
+        return build_embedder()
+    where, _, attr = spec.rpartition(":")
+    if where.endswith(".py"):
+        loader = importlib.util.spec_from_file_location("_ratatoskr_mcp_embedder", where)
+        if loader is None or loader.loader is None:
+            raise McpConfigError(f"--embedder-factory: cannot load {where}")
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    made: Any = getattr(module, attr)()
+    if not isinstance(made, Embedder):
+        raise McpConfigError("--embedder-factory: does not make an Embedder")
+    return made
+
+
+def _fields(value: str) -> tuple[str, ...]:
+    return tuple(f"metadata.{name.strip()}" for name in value.split(",") if name.strip())
+
+
+def _backend(args: argparse.Namespace, embedder: Embedder) -> MemoryBackend:
+    from ratatoskr.mcp.backend import RemoteBackend, open_local  # noqa: PLC0415
+
+    if args.db is not None:
+        if args.key_file is not None:
+            raise McpConfigError("--key-file goes with --url, not --db")
+        path = Path(args.db)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return open_local(
+            str(path), embedder, actor=args.actor, filterable_fields=_fields(args.filterable_fields)
+        )
+    if args.key_file is None:
+        raise McpConfigError("--url needs --key-file (the provider's Heimdall key)")
+    if args.filterable_fields:
+        raise McpConfigError(
+            "--filterable-fields goes with --db; a provider declares its own "
+            "(RATATOSKR_MEMORY_FILTERABLE_FIELDS, e.g. metadata.kind)"
+        )
+    key = _read_secret(args.key_file, "--key-file").encode()
+    return RemoteBackend(args.url, key, actor=args.actor)
+
+
+def _start(args: argparse.Namespace) -> int:
+    from ratatoskr.mcp.http import (  # noqa: PLC0415
+        ListenRefused,
+        bind_socket,
+        check_listen,
+        serve_http,
+    )
+    from ratatoskr.mcp.server import build_server  # noqa: PLC0415
+    from ratatoskr.mcp.tools import MemoryTools  # noqa: PLC0415
+
+    token = _read_secret(args.token_file, "--token-file") if args.token_file else None
+    if args.http:
+        try:
+            check_listen(args.host, token)
+        except ListenRefused as exc:
+            raise McpConfigError(str(exc)) from None
+    elif token is not None or args.port != DEFAULT_PORT or args.host != "127.0.0.1":
+        raise McpConfigError("--host, --port and --token-file go with --http")
+    embedder = _embedder(args.embedder_factory)
+    # Memory files hold what agents remember about people: owner-only.
+    os.umask(0o077)
+    backend = _backend(args, embedder)
+    try:
+        tools = MemoryTools(backend, embedder, tenant=args.tenant, actor=args.actor)
+        server = build_server(tools, host=args.host, port=args.port)
+        if not args.http:
+            server.run("stdio")
+            return 0
+        sock = bind_socket(args.host, args.port)
+        try:
+            serve_http(server, sock, token)
+        finally:
+            sock.close()
+        return 0
+    finally:
+        backend.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the server ``args`` describe; its exit status."""
+    # Imported here: building the ``ratatoskr`` parser must not load the SDK and the stores.
+    import httpx  # noqa: PLC0415
+
+    from bifrost.errors import BifrostError  # noqa: PLC0415
+    from ratatoskr.embed import EmbedderError  # noqa: PLC0415
+    from ratatoskr.storage.errors import StorageError  # noqa: PLC0415
+
+    try:
+        return _start(args)
+    except McpConfigError as exc:
+        print(f"ratatoskr mcp: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except EmbedderError as exc:
+        print(f"ratatoskr mcp: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except BifrostError as exc:
+        print(f"ratatoskr mcp: {exc.wire_code('memory')}: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG if exc.status == 400 else EXIT_FAILED
+    except httpx.HTTPError as exc:
+        print(
+            f"ratatoskr mcp: the provider cannot be reached ({type(exc).__name__})", file=sys.stderr
+        )
+        return EXIT_FAILED
+    except (StorageError, OSError) as exc:
+        print(f"ratatoskr mcp: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ratatoskr.mcp``: the same command without the provider's CLI."""
+    p = argparse.ArgumentParser(prog="ratatoskr mcp", description=DESCRIPTION)
+    add_arguments(p)
+    return run(p.parse_args(argv))
