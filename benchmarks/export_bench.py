@@ -95,7 +95,7 @@ def main() -> None:
             result["equal_after_header"] = a.read() == b.read()
     for key in ("export_sqlite_s", "import_sqlite_s", "import_postgres_s", "export_postgres_s"):
         if key in result:
-            result[key.replace("_s", "_chunks_per_s")] = round(args.chunks / result[key])
+            result[key.removesuffix("_s") + "_chunks_per_s"] = round(args.chunks / result[key])
     print(json.dumps(result))
 
 
