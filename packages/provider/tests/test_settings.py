@@ -9,7 +9,7 @@ import pytest
 
 from ratatoskr.provider.settings import ConfigError, Settings, validate_layout
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+SETTINGS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "settings.md"
 
 
 def test_every_setting_has_a_description() -> None:
@@ -17,8 +17,8 @@ def test_every_setting_has_a_description() -> None:
         assert field.description, name
 
 
-def test_every_setting_is_in_the_readme_table() -> None:
-    text = README.read_text()
+def test_every_setting_is_in_the_settings_page() -> None:
+    text = SETTINGS_PAGE.read_text()
     for name in Settings.model_fields:
         assert f"| `RATATOSKR_{name.upper()}` |" in text, name
 
