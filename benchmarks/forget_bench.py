@@ -1,0 +1,175 @@
+"""Erasure's costs on the SQLite planes (issue 23), side by side in one run.
+
+1. ``forget`` of one end user (``--victim`` chunks and ``--victim-keys`` affect keys)
+   in a memory store of ``--chunks`` chunks (``--dim``): its wall time, and the
+   search latency of other tenants measured idle and while the forget runs (same
+   process, same store, one searching thread).
+2. ``secure_delete`` ON vs OFF: ``upsert_many`` and ``delete_many`` throughput on two
+   fresh stores, batch by batch alternating between them (a shared disk's load falls
+   on both alike).
+
+    .venv/bin/python benchmarks/forget_bench.py                 # 100k chunks, 384 dims
+    .venv/bin/python benchmarks/forget_bench.py --chunks 20000  # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bifrost.context import DispatchContext
+from ratatoskr.affect import open_affect_store
+from ratatoskr.memory import open_memory_store
+from ratatoskr.sqlite import ConnectionOptions
+
+CTX = DispatchContext(actor="bench", scope={})
+VICTIM = {"tenant": "t-victim", "end_user": "victim"}
+TENANTS = 20
+
+
+def chunks(start: int, n: int, dim: int, victim_every: int, rng: np.random.Generator) -> list[Any]:
+    vecs = rng.standard_normal((n, dim)).tolist()
+    out = []
+    for j, v in enumerate(vecs):
+        i = start + j
+        scope = (
+            VICTIM
+            if victim_every and i % victim_every == 0
+            else {"tenant": f"t{i % TENANTS}", "end_user": f"u{i % 97}"}
+        )
+        out.append({"id": f"c{i:07d}", "embedding": v, "scope": scope, "content": f"note {i}"})
+    return out
+
+
+def p(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q)) if values else float("nan")
+
+
+def search_loop(store: Any, dim: int, stop: threading.Event, out: list[float]) -> None:
+    rng = np.random.default_rng(7)
+    while not stop.is_set():
+        q = rng.standard_normal(dim).tolist()
+        tenant = f"t{int(rng.integers(TENANTS))}"
+        t0 = time.perf_counter()
+        store.search(q, top_k=10, scope_all={"tenant": tenant})
+        out.append((time.perf_counter() - t0) * 1000)
+
+
+def forget_run(args: argparse.Namespace, tmp: Path) -> None:
+    rng = np.random.default_rng(1)
+    mem = open_memory_store(str(tmp / "memory.db"), embedding_dim=args.dim)
+    every = args.chunks // args.victim
+    t0 = time.perf_counter()
+    for start in range(0, args.chunks, 1000):
+        mem.upsert_many(
+            chunks(start, min(1000, args.chunks - start), args.dim, every, rng),
+            idempotency_key=f"fill-{start}",
+            ctx=CTX,
+        )
+    print(f"filled {args.chunks} chunks x {args.dim} in {time.perf_counter() - t0:.1f} s")
+    aff = open_affect_store(str(tmp / "affect.db"))
+    keys = [
+        {"key": f"k{i:06d}", "scope": VICTIM if i % 10 == 0 else {"tenant": "t1"}, "mood": i}
+        for i in range(args.victim_keys * 10)
+    ]
+    for start in range(0, len(keys), 1000):
+        aff.put_many(keys[start : start + 1000], idempotency_key=f"a{start}", ctx=CTX)
+
+    def measure(seconds: float | None, work: Any = None) -> tuple[list[float], float]:
+        stop, lat = threading.Event(), []
+        th = threading.Thread(target=search_loop, args=(mem, args.dim, stop, lat))
+        th.start()
+        t = time.perf_counter()
+        if work is None:
+            time.sleep(seconds or 0)
+        else:
+            work()
+        took = time.perf_counter() - t
+        stop.set()
+        th.join()
+        return lat, took
+
+    measure(1.0)  # warm
+    idle, _ = measure(args.idle_s)
+    counts: dict[str, int] = {}
+
+    def forget() -> None:
+        counts["memory"] = mem.forget({"end_user": "victim"})
+        counts["affect"] = aff.forget({"end_user": "victim"})
+
+    during, took = measure(None, forget)
+    print(
+        f"forget: {counts['memory']} chunks + {counts['affect']} affect keys in {took:.2f} s"
+        f" (target <= 5 s) in a store of {args.chunks}"
+    )
+    print("| other tenants' search | n | p50 ms | p99 ms |")
+    print("|---|---|---|---|")
+    for name, lat in (("idle", idle), ("during forget", during)):
+        print(f"| {name} | {len(lat)} | {p(lat, 50):.2f} | {p(lat, 99):.2f} |")
+    print(f"p99 during / idle: {p(during, 99) / p(idle, 99):.2f} (target <= 2)")
+    mem.close()
+    aff.close()
+
+
+def secure_delete_run(args: argparse.Namespace, tmp: Path) -> None:
+    stores = {
+        on: open_memory_store(
+            str(tmp / f"sd-{on}.db"),
+            embedding_dim=args.dim,
+            options=ConnectionOptions(secure_delete=on),
+        )
+        for on in (True, False)
+    }
+    rng = np.random.default_rng(2)
+    up: dict[bool, list[float]] = {True: [], False: []}
+    rm: dict[bool, list[float]] = {True: [], False: []}
+    batch = 500
+    rounds = args.sd_chunks // batch
+    for r in range(rounds):
+        rows = chunks(r * batch, batch, args.dim, 0, rng)
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            t = time.perf_counter()
+            stores[on].upsert_many(rows, idempotency_key=f"u{r}", ctx=CTX)
+            up[on].append(time.perf_counter() - t)
+    for r in range(rounds):
+        ids = [f"c{i:07d}" for i in range(r * batch, (r + 1) * batch)]
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            t = time.perf_counter()
+            stores[on].delete_many(ids)
+            rm[on].append(time.perf_counter() - t)
+    print(f"secure_delete, {args.sd_chunks} chunks x {args.dim}, batches of {batch}:")
+    print("| verb | OFF rows/s | ON rows/s | ON cost |")
+    print("|---|---|---|---|")
+    for verb, res in (("upsert_many", up), ("delete_many", rm)):
+        off = batch / statistics.median(res[False])
+        on_ = batch / statistics.median(res[True])
+        print(f"| {verb} | {off:,.0f} | {on_:,.0f} | {100 * (off - on_) / off:+.1f}% |")
+    for s in stores.values():
+        s.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--victim", type=int, default=10_000)
+    ap.add_argument("--victim-keys", type=int, default=1_000)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--idle-s", type=float, default=5.0)
+    ap.add_argument("--sd-chunks", type=int, default=20_000)
+    ap.add_argument("--skip-forget", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="forget-bench-") as d:
+        if not args.skip_forget:
+            forget_run(args, Path(d))
+        secure_delete_run(args, Path(d))
+
+
+if __name__ == "__main__":
+    main()
