@@ -88,3 +88,29 @@ def pytest_pycollect_makeitem(
     for item in result if isinstance(result, list) else [result]:
         if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
             item.add_marker(pytest.mark.asyncio)
+
+
+class KeyedEmbeddings(Embeddings):
+    """Fixed vectors for the texts a test names (so scores and rankings are known);
+    any other text gets the fake embedding of langchain-tests."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = vectors
+        self._other = embeddings()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed_query(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        if text in self.vectors:
+            return list(self.vectors[text])
+        return self._other.embed_query(text)
+
+
+def axis(i: int, *, also: int | None = None, weight: float = 1.0) -> list[float]:
+    """A DIM-long vector along axis ``i`` (plus ``weight`` along ``also``)."""
+    vec = [0.0] * DIM
+    vec[i] = 1.0
+    if also is not None:
+        vec[also] = weight
+    return vec

@@ -18,49 +18,57 @@ from langchain_core.documents import Document
 
 from langchain_ratatoskr.ids import IdNamespace
 
-__all__ = ["to_document", "to_records"]
+__all__ = ["chunk_ids", "to_document", "to_records"]
 
 # Where the plane reads a record's id from, in order (records other clients wrote too).
 _ID_KEYS = ("id", "chunk_id", "memory_id")
 
 
-def to_records(
+def chunk_ids(
     ns: IdNamespace,
-    scope: Mapping[str, str],
     texts: Sequence[str],
-    vectors: Sequence[Sequence[float]],
     metadatas: Sequence[Mapping[str, Any]] | None,
     ids: Sequence[str | None] | None,
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of ``texts`` and their store ids (generated where ``ids`` has None).
-    Raises ValueError when the lengths differ or an id is repeated, TypeError for a
-    text or metadata of the wrong type."""
+) -> list[str]:
+    """The chunk ids ``texts`` are written under (fresh ones where ``ids`` has None),
+    after checking the call's shape, before anything is embedded. Raises ValueError
+    when the lengths differ or an id repeats or is too long, TypeError for a text,
+    metadata or id of the wrong type."""
     n = len(texts)
-    for name, given in (("metadatas", metadatas), ("ids", ids), ("embeddings", vectors)):
+    for name, given in (("metadatas", metadatas), ("ids", ids)):
         if given is not None and len(given) != n:
             raise ValueError(f"{len(given)} {name} for {n} texts: one each, or none")
-    records: list[dict[str, Any]] = []
-    doc_ids: list[str] = []
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}] is {type(text).__name__}, not a string")
-        metadata = metadatas[i] if metadatas is not None else {}
-        if not isinstance(metadata, Mapping):
-            raise TypeError(f"metadatas[{i}] is {type(metadata).__name__}, not a dict")
-        chunk_id = ns.chunk_id(ids[i] if ids is not None else None)
-        doc_ids.append(ns.doc_id(chunk_id))
-        records.append(
-            {
-                "id": chunk_id,
-                "embedding": [float(x) for x in vectors[i]],
-                "scope": dict(scope),
-                "content": text,
-                "metadata": dict(metadata),
-            }
-        )
-    if len(set(doc_ids)) != n:
+        if metadatas is not None and not isinstance(metadatas[i], Mapping):
+            raise TypeError(f"metadatas[{i}] is {type(metadatas[i]).__name__}, not a dict")
+    out = [ns.chunk_id(ids[i] if ids is not None else None) for i in range(n)]
+    if len(set(out)) != n:
         raise ValueError("ids repeat within one call: each document needs its own id")
-    return records, doc_ids
+    return out
+
+
+def to_records(
+    scope: Mapping[str, str],
+    ids: Sequence[str],
+    texts: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    metadatas: Sequence[Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """The records of ``texts`` (checked by :func:`chunk_ids`) under chunk ids ``ids``."""
+    if len(vectors) != len(texts):
+        raise ValueError(f"the embedder gave {len(vectors)} vectors for {len(texts)} texts")
+    return [
+        {
+            "id": chunk_id,
+            "embedding": [float(x) for x in vectors[i]],
+            "scope": dict(scope),
+            "content": texts[i],
+            "metadata": dict(metadatas[i]) if metadatas is not None else {},
+        }
+        for i, chunk_id in enumerate(ids)
+    ]
 
 
 def to_document(ns: IdNamespace, record: Mapping[str, Any]) -> Document:

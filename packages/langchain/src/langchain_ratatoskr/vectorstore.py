@@ -31,7 +31,7 @@ from bifrost.scope import validate_record_scope
 from langchain_ratatoskr.calls import HttpCalls, LocalCalls, MemoryCalls
 from langchain_ratatoskr.filters import metadata_filter
 from langchain_ratatoskr.ids import IdNamespace
-from langchain_ratatoskr.records import to_document, to_records
+from langchain_ratatoskr.records import chunk_ids, to_document, to_records
 
 __all__ = ["EmbeddingDimensionMismatch", "RatatoskrVectorStore"]
 
@@ -160,11 +160,13 @@ class RatatoskrVectorStore(VectorStore):
         """Embed and upsert ``texts`` (an existing id is replaced); returns their ids."""
         _no_options(kwargs, "add_texts")
         texts = list(texts)
-        vectors = self.embedding.embed_documents(texts) if texts else []
-        batches, doc_ids = self._batches(texts, vectors, metadatas, ids, self._limits())
-        for records in batches:
+        ids_out = chunk_ids(self._ids, texts, metadatas, ids)
+        if not texts:
+            return []
+        vectors = self.embedding.embed_documents(texts)
+        for records in self._batches(ids_out, texts, vectors, metadatas, self._limits()):
             self._calls.call("upsert_many", {"records": records})
-        return doc_ids
+        return [self._ids.doc_id(c) for c in ids_out]
 
     async def aadd_texts(
         self,
@@ -176,25 +178,29 @@ class RatatoskrVectorStore(VectorStore):
     ) -> list[str]:
         _no_options(kwargs, "aadd_texts")
         texts = list(texts)
-        vectors = await self.embedding.aembed_documents(texts) if texts else []
-        batches, doc_ids = self._batches(texts, vectors, metadatas, ids, await self._alimits())
-        for records in batches:
+        ids_out = chunk_ids(self._ids, texts, metadatas, ids)
+        if not texts:
+            return []
+        vectors = await self.embedding.aembed_documents(texts)
+        for records in self._batches(ids_out, texts, vectors, metadatas, await self._alimits()):
             await self._calls.acall("upsert_many", {"records": records})
-        return doc_ids
+        return [self._ids.doc_id(c) for c in ids_out]
 
     def _batches(
         self,
+        ids: list[str],
         texts: list[str],
         vectors: Sequence[Sequence[float]],
         metadatas: Sequence[Mapping[str, Any]] | None,
-        ids: Sequence[str | None] | None,
         limits: Mapping[str, Any],
-    ) -> tuple[list[list[dict[str, Any]]], list[str]]:
-        for vector in vectors[:1]:
+    ) -> list[list[dict[str, Any]]]:
+        """The records, in batches the plane takes (``max_batch``); raises
+        EmbeddingDimensionMismatch before anything is sent."""
+        for vector in vectors:
             _check_dim(len(vector), limits)
-        records, doc_ids = to_records(self._ids, self.scope, texts, vectors, metadatas, ids)
+        records = to_records(self.scope, ids, texts, vectors, metadatas)
         size = int(limits.get("max_batch") or 1000)
-        return [records[i : i + size] for i in range(0, len(records), size)], doc_ids
+        return [records[i : i + size] for i in range(0, len(records), size)]
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete ``ids`` (absent ones are ignored); ``None``: every record this store
