@@ -129,8 +129,8 @@ def record_size(record: Mapping[str, Any]) -> int:
 
 def check_quota(usage: Mapping[str, tuple[int, int]], quota: Quota) -> None:
     """The one quota decision, inside the write's transaction: ``usage`` is each
-    tenant of the batch as the write leaves it (``(items, bytes)``, a :class:`Usage`). Tenants are looked at in sorted
-    order; :data:`NO_TENANT` is never limited.
+    tenant of the batch as the write leaves it (``(items, bytes)``, a :class:`Usage`).
+    Tenants are looked at in sorted order; :data:`NO_TENANT` is never limited.
 
     Raises QuotaExceeded naming the count, the setting and its value (never the tenant).
     """
