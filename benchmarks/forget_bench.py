@@ -83,7 +83,7 @@ def forget_run(args: argparse.Namespace, tmp: Path) -> None:
         aff.put_many(keys[start : start + 1000], idempotency_key=f"a{start}", ctx=CTX)
 
     def measure(seconds: float | None, work: Any = None) -> tuple[list[float], float]:
-        stop, lat = threading.Event(), []
+        stop, lat = threading.Event(), list[float]()
         th = threading.Thread(target=search_loop, args=(mem, args.dim, stop, lat))
         th.start()
         t = time.perf_counter()
