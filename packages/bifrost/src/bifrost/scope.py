@@ -72,7 +72,7 @@ def validate_scope(
 
     ``None`` means empty. ``scope_all`` must be a flat object and ``scope_any``
     a list of at most ``max_any`` flat objects (else ``InvalidArguments``: a
-    100k-member union cost a search 0.9 s and an affect ``list`` 47 s), values non-empty
+    huge union slows every call, see docs/decisions.md), values non-empty
     strings (else ``InvalidArguments``); any axis outside :data:`SCOPE_LATTICE`
     → ``InvalidFilter``. Shape is checked over both fields before the lattice.
     An empty member of ``scope_any`` (``{}``) matches every record.

@@ -13,7 +13,7 @@ whether more follow. An empty conjunction walks ``affect_current`` itself.
 The walks bind every parameter as ``+?``, the same plans (the same primary-key
 searches): with a bare ``?`` this SQLite (built with STAT4) looks at the bound
 values when it plans an ordered walk, so every call re-prepared the statement
-(a walk of two axes took 35 µs instead of 21; see ``store.py``).
+(see ``store.py``; measured in docs/decisions.md).
 
 The page's records are then read in the same snapshot and checked once more
 with bifrost's ``matches_scope`` on the decoded stored scope — the
@@ -48,8 +48,7 @@ _LONG_NUMBER = re.compile("[0-9]" * 19)
 def load_record(text: str) -> dict[str, Any]:
     """A stored record (canonical JSON) parsed exactly: orjson alone unless the text
     holds a run of 19 digits, which may be such an integer; then bifrost's exact parse.
-    A ~400-byte record takes ~4.5 µs (scan 3, orjson 1.5); the standard library took
-    10, bifrost's exact parse 11 (it walks the result for large floats). A text orjson
+    (Timings: docs/decisions.md.) A text orjson
     refuses (nested past its 1024 levels: the standard library's writer goes deeper
     when a caller raised the recursion limit) takes the exact parse too."""
     if _LONG_NUMBER.search(text) is None:

@@ -18,8 +18,7 @@ are described in :mod:`ratatoskr.affect.schema`.
 Reads bind a ``LIMIT`` as ``+?`` and look keys up with ``IN (?)``: this SQLite
 (built with STAT4) lets the planner look at the value bound to a ``LIMIT ?`` or to
 the key of a join, and a statement planned from a bound value is re-prepared at
-every new binding (~10-15 µs a call: v1's ``history`` took 24 µs instead of 8,
-a ``get`` joined on ``key = ?`` 20 instead of 6). ``+?`` is the same value to
+every new binding (measured: docs/decisions.md). ``+?`` is the same value to
 SQLite, and the same plan, without it.
 """
 
@@ -49,7 +48,7 @@ from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConf
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
+from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota, deletable
 from ratatoskr.affect import erase, portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
@@ -196,10 +195,15 @@ class SqliteAffectStore(AffectWrites, AffectReads):
                 "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope_add
             )
 
-    def perform_delete(self, keys: Sequence[str]) -> int:
-        """Erase current rows, history rows and scope-index rows, in one transaction."""
+    def perform_delete(self, keys: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Erase current rows, history rows and scope-index rows of the keys inside
+        ``grant``, in one transaction that reads their scopes and decides the grant
+        (:func:`~bifrost.writes.deletable`): a key another tenant writes meanwhile
+        stays."""
         with self._db.write() as conn:
             heads = self._heads(conn, keys)
+            scopes = _parse_scopes({key: head[2] for key, head in heads.items()})
+            heads = {key: heads[key] for key in deletable(keys, scopes, grant)}
             erase.remove_keys(conn, heads)
         if heads:
             self._db.erasure.erased()  # flushed by a truncating checkpoint (erase.py)

@@ -6,7 +6,7 @@ sends none) before reading a byte, and gives it back when its answer is rendered
 A call that does not fit waits — queued, in arrival order of the wake-ups, without
 buffering — rather than failing: under a burst of large authenticated bodies memory
 stays at the bound and calls slow down, instead of the process growing by the sum
-of every body in flight (64 × 8 MiB raised RSS by ~700 MB, and it stayed).
+of every body in flight, and staying grown (measured: docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The in-process vector index that answers searches exactly.
 
 sqlite-vec is the durable index (its rows are one-to-one with the chunks), but
-the x86_64 wheel is built without AVX and scans 3–7× slower than numpy, and its
+the x86_64 wheel is built without AVX and scans slower than numpy (docs/decisions.md), and its
 metadata filters cannot express a ``scope_any`` union exactly. So every open
 store keeps, beside the database, int8 codes of the unit vectors
 (:mod:`ratatoskr.memory.quantized`: a quarter of float32's bytes, scanned by

@@ -7,7 +7,7 @@ listener needs (``shared/spec/bifrost-wire.md`` leaves them to the server).
   httptools sees them; a head past either is answered ``431`` and the connection
   closed, and the excess is never parsed. (httptools joins the pieces of a header
   value by repeated concatenation, so an unbounded head cost CPU quadratic in its
-  size: 64 MiB took 12.9 s.) The counting follows the parser's own events: a head
+  size: docs/decisions.md.) The counting follows the parser's own events: a head
   ends at its blank line, a body of known ``Content-Length`` is skipped exactly, so
   pipelined requests are each counted from their first byte. A chunked body's end is
   the parser's to find, so a pipelined head that came in the same socket read is

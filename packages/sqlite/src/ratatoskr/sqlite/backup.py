@@ -5,11 +5,10 @@ Measured on this machine against a memory file of 10k chunks (384 dims, ~60 MB)
 with a writer committing one chunk per call throughout:
 
 - the backup API stepped (256 or 4096 pages a step) *never finished*: every
-  commit by another connection restarts it (253 steps in 3 s, and the pages
-  left grew). Only one ``step(-1)`` completes, and that holds one read snapshot
-  for the whole copy — exactly what ``VACUUM INTO`` does;
-- both then take about as long (0.37–0.55 s) and delay the writer alike (its
-  p50 1.0 → 1.5–4 ms, single spikes to ~150–260 ms from the extra disk I/O;
+  commit by another connection restarts it (and the pages left grew). Only one
+  ``step(-1)`` completes, and that holds one read snapshot for the whole copy —
+  exactly what ``VACUUM INTO`` does;
+- both then take about as long and delay the writer alike (docs/decisions.md;
   WAL mode never blocks it on a lock), and the WAL grows by what is written
   during the copy (it cannot be reset past the snapshot) and shrinks after;
 - but after deleting half the chunks the API's copy was 55 MB with the deleted

@@ -13,10 +13,10 @@ removes ``-wal``/``-shm`` only when the *last* connection to the file closes
 (and checkpoints under an exclusive lock an open connection prevents) and
 never renames or recreates them otherwise (a checkpoint that truncates or a WAL
 reset rewrites the same inode), so while a Database is open a change is
-never SQLite's own doing. Three ``stat`` calls: ~2 µs each on this machine.
+never SQLite's own doing. Three ``stat`` calls: microseconds.
 
 **The disk keeps a reserve.** When the filesystem holding the file has less
-than ``reserve_bytes`` free (``statvfs``, ~2 µs), a write transaction that would
+than ``reserve_bytes`` free (``statvfs``), a write transaction that would
 make the file larger — more pages than at BEGIN, and more pages in use — is
 rolled back with StorageFull (a 507 on the wire). Deletes free pages, and a
 rewrite of existing data reuses them, so both go on below the reserve; so do

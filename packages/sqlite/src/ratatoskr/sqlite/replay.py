@@ -20,7 +20,7 @@ Entries expire at ``exp + leeway`` of their token; each insert deletes at most
 :data:`PRUNE_BATCH` expired rows, so pruning is bounded work per call.
 
 Checkpoints never run inside a call: a commit that crossed SQLite's automatic
-checkpoint threshold copied the WAL back and fsynced it (p99 4 ms). A daemon
+checkpoint threshold copied the WAL back and fsynced it (docs/decisions.md). A daemon
 thread checkpoints the WAL every :data:`CHECKPOINT_EVERY_S` (PASSIVE, so it
 never blocks a writer), which keeps the WAL small and the calls at their p50.
 """

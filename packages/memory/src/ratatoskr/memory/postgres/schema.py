@@ -10,20 +10,19 @@ by construction.
 
 - ``record_json`` and ``embedding_f64`` are ``STORAGE EXTERNAL``: out of line but
   never compressed. pglz spends its time on random floats and saves nothing
-  (measured: 3.6k rows/s with it, 18–31k without, same size).
+  (measured: docs/decisions.md).
 - ``embedding`` is ``STORAGE MAIN``: kept in the heap row unless nothing else can
   move out. pgvector's default (EXTERNAL) let TOAST move the 1.5 KB vector out
   before a smaller record_json, and every scanned row then cost a TOAST fetch
-  (unfiltered search over 10k chunks: 30 ms instead of ~4 ms). MAIN rather
+  (docs/decisions.md). MAIN rather
   than PLAIN, so a dimension too large for a heap page still works, out of line.
 - A btree per scope axis (partial: only rows that carry the axis), so scoped
   searches read only the in-scope rows.
 - Migration 2: the tenant index also carries ``chunk_id`` and ``embedding``
   (``INCLUDE``), so a search scoped by tenant is an index-only scan: a tenant's
   rows sit together in the index's leaf pages (about 5 per page at 384 dims)
-  where the heap scatters them (about one page each) — a 1% scope at 100k read
-  253 buffers instead of 1002, and its scan took 1.1 ms instead of 2.4 in one
-  ``EXPLAIN ANALYZE``. A btree entry holds at most ~2.7 KB, so this index exists
+  where the heap scatters them (about one page each; measured in
+  docs/decisions.md). A btree entry holds at most ~2.7 KB, so this index exists
   only when the vector fits (``embedding_dim`` ≤ :data:`COVERED_DIM_MAX`, 472)
   and holds tenants of at most :data:`COVERED_TENANT_BYTES` (a search adds that
   bound to its filter when its tenant is that short, see
