@@ -16,7 +16,7 @@ import pytest
 from .conftest import start_server
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-PYTHON_EXAMPLES = ("python-sync", "python-async", "python-vmp")
+PYTHON_EXAMPLES = ("python-sync", "python-async", "python-vmp", "python-langchain")
 
 
 def example_block(name: str = "curl", lang: str = "bash") -> str:
