@@ -13,6 +13,7 @@ import hashlib
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,7 +167,7 @@ def test_memory_limits_are_checked_once_when_made(store: RatatoskrMemoryStore) -
         DEFAULT_TOMBSTONE_RETENTION,
     )
     for name, bad in (("embedding_dim", 0), ("max_scope_any", True), ("tombstone_retention", -1)):
-        fields = {
+        fields: dict[str, Any] = {
             "embedding_dim": DIM,
             "max_batch": 1,
             "max_top_k": 1,

@@ -183,18 +183,18 @@ class FilterColumns:
         operand: Any,
     ) -> Mask:
         if operand is None:
-            return kind == _NULL
+            return _mask(kind == _NULL)
         if isinstance(operand, bool):
-            return kind == (_TRUE if operand else _FALSE)
+            return _mask(kind == (_TRUE if operand else _FALSE))
         if isinstance(operand, int | float):
             f = float(operand) if isinstance(operand, float) else _exact_float(operand)
             if f is None:  # no float64 equals an int it cannot hold
                 return np.zeros(kind.size, dtype=bool)
-            return (kind == _NUM) & (num == f)
+            return _mask((kind == _NUM) & (num == f))
         c = meta.codes.get(operand)
         if c is None:
             return np.zeros(kind.size, dtype=bool)
-        return (kind == _STR) & (code == c)
+        return _mask((kind == _STR) & (code == c))
 
     @staticmethod
     def _range(
@@ -208,7 +208,7 @@ class FilterColumns:
         if isinstance(operand, bool) or operand is None:
             return np.zeros(kind.size, dtype=bool)
         if isinstance(operand, int | float):
-            return (kind == _NUM) & _num_compare(num, op, operand)
+            return _mask((kind == _NUM) & _num_compare(num, op, operand))
         ordered, rank_of = meta.ranks()
         if not ordered:
             return np.zeros(kind.size, dtype=bool)
@@ -222,7 +222,13 @@ class FilterColumns:
             hit = rank < lo
         else:
             hit = rank < hi
-        return (kind == _STR) & hit
+        return _mask((kind == _STR) & hit)
+
+
+def _mask(values: Any) -> Mask:
+    """A comparison's result as the boolean array it is (numpy types it loosely)."""
+    out: Mask = values
+    return out
 
 
 def _num_compare(num: npt.NDArray[np.float64], op: str, operand: int | float) -> Mask:

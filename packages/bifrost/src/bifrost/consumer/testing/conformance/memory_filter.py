@@ -162,7 +162,7 @@ def _check(
 class MemoryFilterTests(MemoryKitBase):
     @pytest.fixture
     def filtered(self, make_store: MemoryStoreFactory) -> Any:
-        return make_store(embedding_dim=DIM, filterable_fields=FIELDS)  # type: ignore[call-arg]
+        return make_store(embedding_dim=DIM, filterable_fields=FIELDS)
 
     def test_fields_are_advertised(self, filtered: Any, store: Any) -> None:
         assert filtered.describe_store()["filterable_metadata_fields"] == FIELDS

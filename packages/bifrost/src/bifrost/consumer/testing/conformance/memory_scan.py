@@ -73,7 +73,10 @@ class MemoryScanTests(MemoryKitBase):
             ],
             "k",
         )
-        ids = lambda **kw: [r["id"] for r in store.scan(**kw)["items"]]  # noqa: E731
+
+        def ids(**kw: Any) -> list[str]:
+            return [r["id"] for r in store.scan(**kw)["items"]]
+
         assert ids(scope_all={"tenant": "t1"}) == ["a", "c"]
         assert ids(scope_any=[{"tenant": "t2"}, {"end_user": "u1"}]) == ["a", "b"]
         assert ids(scope_all={"tenant": "t1"}, scope_any=[{"tenant": "t2"}]) == []
@@ -98,7 +101,7 @@ class MemoryScanTests(MemoryKitBase):
             store.scan(**args)
 
     def test_scan_max_page(self, make_store: MemoryStoreFactory) -> None:
-        s = make_store(embedding_dim=DIM, max_page=3)
+        s: Any = make_store(embedding_dim=DIM, max_page=3)
         assert s.health()["max_page"] == 3
         up(s, [chunk(f"c{i}", basis(i)) for i in range(5)], "k")
         assert len(s.scan(limit=3)["items"]) == 3
