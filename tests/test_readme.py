@@ -15,15 +15,22 @@ import pytest
 
 from .conftest import start_server
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# The curl example is in the README; the client examples moved to docs/clients.md.
+EXAMPLE_DOCS = (README, ROOT / "docs" / "clients.md")
 PYTHON_EXAMPLES = ("python-sync", "python-async", "python-vmp", "python-langchain")
 
 
 def example_block(name: str = "curl", lang: str = "bash") -> str:
-    text = README.read_text()
+    text = _example_text()
     match = re.search(rf"<!-- example: {re.escape(name)} -->\s*```{lang}\n(.*?)```", text, re.S)
-    assert match, f"README lost its {name} example block"
+    assert match, f"README.md and docs/clients.md lost the {name} example block"
     return match.group(1)
+
+
+def _example_text() -> str:
+    return "\n".join(doc.read_text() for doc in EXAMPLE_DOCS)
 
 
 def expected_output(block: str) -> list[str]:
@@ -39,7 +46,7 @@ def readme_env(port: str, tmp: Path) -> dict[str, str]:
 
 
 def test_every_python_example_is_marked_and_runs_in_the_test() -> None:
-    marked = re.findall(r"<!-- example: (python[\w-]*) -->", README.read_text())
+    marked = re.findall(r"<!-- example: (python[\w-]*) -->", _example_text())
     assert tuple(marked) == PYTHON_EXAMPLES
     for name in PYTHON_EXAMPLES:
         assert len(expected_output(example_block(name, "python"))) >= 3, name

@@ -54,8 +54,8 @@ def _section(text: str, start: str, end: str) -> str:
 
 
 def test_readme_worker_figures_are_the_cited_runs() -> None:
-    readme = (ROOT / "README.md").read_text()
-    workers = _section(readme, "### Every core: `--workers N`", "## Settings")
+    operating = (ROOT / "docs" / "operating.md").read_text()
+    workers = _section(operating, "### Every core: `--workers N`", "### Starting and stopping")
     bench = (ROOT / "benchmarks" / "README.md").read_text()
     wire = (ROOT / "benchmarks" / "results" / "wire-2026-12-01.md").read_text()
     assert "results/wire-2026-12-01.md" in workers
@@ -72,10 +72,11 @@ def test_readme_worker_figures_are_the_cited_runs() -> None:
 
 def test_scores_direction_and_recalled_view_where_a_user_first_meets_them() -> None:
     readme = (ROOT / "README.md").read_text()
-    first = _section(readme, "### A call end to end", "### How a token stays")
+    first = _section(readme, "### A call end to end", "## Documentation")
     assert "**1.0 is best**" in first and "**two forms**" in first
     assert "every tenant's" in first  # the default grant
-    vmp = _section(readme, "<!-- example: python-vmp -->", "## Operating ratatoskr")
+    clients = (ROOT / "docs" / "clients.md").read_text()
+    vmp = _section(clients, "<!-- example: python-vmp -->", "## LangChain")
     assert "0.0 is an exact match" in vmp and "lower is better" in vmp
 
 
