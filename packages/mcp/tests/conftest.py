@@ -11,18 +11,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 from ratatoskr.mcp.backend import LocalBackend, open_local
 from ratatoskr.mcp.tools import MemoryTools
 from ratatoskr.provider.testing import ServerProcess, child_env, launch
 
+from .hash_embedder import HashEmbedder
+
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
-from hash_embedder import HashEmbedder  # noqa: E402
 
 # The tests' embedder, as the hidden flag names it (a file, so no PYTHONPATH is needed).
 EMBEDDER = f"{HERE / 'hash_embedder.py'}:make"
@@ -90,7 +91,8 @@ async def http_session(
 ) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
-        streamablehttp_client(server.url("mcp"), headers=headers) as (read, write, _),
+        httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
+        streamable_http_client(server.url("mcp"), http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -123,4 +125,3 @@ async def all_memories(session: ClientSession, **scope: Any) -> list[dict[str, A
         cursor = page["next_cursor"]
         if cursor is None:
             return out
-

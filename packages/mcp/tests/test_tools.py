@@ -14,7 +14,8 @@ from ratatoskr.embed import EmbedderMismatch
 from ratatoskr.mcp.backend import LocalBackend, open_local
 from ratatoskr.mcp.tools import MAX_TEXT_CHARS, MemoryTools, metadata_filter
 
-from .conftest import TENANT, HashEmbedder
+from .conftest import TENANT
+from .hash_embedder import HashEmbedder
 
 
 def _count(backend: LocalBackend) -> int:
@@ -22,8 +23,11 @@ def _count(backend: LocalBackend) -> int:
 
 
 def test_remember_then_recall_finds_it_with_its_metadata(tools: MemoryTools) -> None:
-    kept = tools.remember("Alice drinks green tea every morning", user_id="alice",
-                          metadata={"kind": "preference", "n": 1, "tags": ["tea"]})
+    kept = tools.remember(
+        "Alice drinks green tea every morning",
+        user_id="alice",
+        metadata={"kind": "preference", "n": 1, "tags": ["tea"]},
+    )
     tools.remember("The car needs new tyres before winter", user_id="alice")
     found = tools.recall("green tea", user_id="alice")["memories"]
     assert found[0]["id"] == kept["id"]

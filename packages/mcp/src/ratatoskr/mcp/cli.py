@@ -95,15 +95,20 @@ def _embedder(spec: str | None) -> Embedder:
     if spec is None:
         return build_embedder()
     where, _, attr = spec.rpartition(":")
-    if where.endswith(".py"):
-        loader = importlib.util.spec_from_file_location("_ratatoskr_mcp_embedder", where)
-        if loader is None or loader.loader is None:
-            raise McpConfigError(f"--embedder-factory: cannot load {where}")
-        module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
-    else:
-        module = importlib.import_module(where)
-    made: Any = getattr(module, attr)()
+    try:
+        if where.endswith(".py"):
+            loader = importlib.util.spec_from_file_location("_ratatoskr_mcp_embedder", where)
+            if loader is None or loader.loader is None:
+                raise ImportError(where)
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        made: Any = getattr(module, attr)()
+    except (ImportError, OSError, AttributeError) as exc:
+        raise McpConfigError(
+            f"--embedder-factory: cannot load {spec} ({type(exc).__name__})"
+        ) from None
     if not isinstance(made, Embedder):
         raise McpConfigError("--embedder-factory: does not make an Embedder")
     return made
