@@ -31,7 +31,8 @@ __all__ = [
 
 EXIT_CONFIG = 2
 EXIT_FAILED = 1
-DEFAULT_PORT = 8765
+# The provider listens on 8765 by default; an MCP server beside it takes the next port.
+DEFAULT_PORT = 8766
 DESCRIPTION = (
     "An MCP memory server (tools: remember, recall, list_memories, forget, forget_all) on a "
     "local memory file or a provider's memory plane; stdio, or streamable HTTP with --http."
@@ -50,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     where.add_argument(
         "--url",
-        help="a provider's memory plane instead, e.g. http://127.0.0.1:8000/memory (needs "
+        help="a provider's memory plane instead, e.g. http://127.0.0.1:8765/memory (needs "
         "--key-file)",
     )
     p.add_argument("--key-file", help="with --url: the provider's Heimdall key (a file)")
