@@ -52,7 +52,7 @@ from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
 from ratatoskr.affect import erase, portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
-from ratatoskr.sqlite import ConnectionOptions, Database, codec
+from ratatoskr.sqlite import ConnectionOptions, Database, Written, codec
 
 __all__ = ["RatatoskrAffectStore", "SqliteAffectStore", "open_affect_store", "rfc3339"]
 
@@ -118,10 +118,11 @@ class SqliteAffectStore(AffectWrites, AffectReads):
     def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
         """History rows, current rows and scope-index rows of the batch, in one
         transaction."""
-        with self._db.write() as conn:
+
+        def batch(conn: apsw.Connection) -> Written[dict[str, Any]]:
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())
             if write.replayed is not None:
-                return write.replayed
+                return Written(write.replayed)
             heads = self._heads(conn, request.ids)
             write.check(
                 _parse_scopes({key: head[2] for key, head in heads.items()}),
@@ -131,7 +132,11 @@ class SqliteAffectStore(AffectWrites, AffectReads):
                 self._write(conn, request, heads, rfc3339(write.now))
                 if self.quota.enabled:  # the usage the triggers left
                     check_quota(QUOTA.read(conn, batch_tenants(request)), self.quota)
-            return write.record()
+            return Written(write.record())
+
+        # Concurrent puts of this process may share one COMMIT, each in its own
+        # savepoint (ratatoskr.sqlite.group).
+        return self._db.write_batch(batch)
 
     @staticmethod
     def _write(

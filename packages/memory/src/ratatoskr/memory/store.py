@@ -66,6 +66,7 @@ from ratatoskr.sqlite import (
     MetaSetting,
     StorageError,
     StorageUnavailable,
+    Written,
     codec,
 )
 from ratatoskr.sqlite.database import CompactReport, compact_database
@@ -163,38 +164,45 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
 
     def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
         """Persist chunks verbatim and index them, in one transaction (then mirror the
-        committed write into the in-process index)."""
+        committed write into the in-process index). Concurrent upserts of this process
+        may share the transaction's COMMIT, each in a savepoint of its own
+        (:meth:`ratatoskr.sqlite.Database.write_batch`)."""
         # Outside the transaction: the stored forms and unit vectors need nothing the
         # database holds.
         forms, units = stored_records.stored_forms(request.items, self.embedding_dim)
-        with self._db.write() as conn:
+
+        def batch(conn: apsw.Connection) -> Written[dict[str, Any]]:
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())
             if write.replayed is not None:
-                return write.replayed
+                return Written(write.replayed)
             current, scopes = self._heads(conn, request.ids)
             expired = self.retention.drop_heads(conn, write.now, current, scopes)
             write.check(scopes, current)
             seq_before = changes.seq(conn)
             seq = seq_before + 1 if request else seq_before
-            if request:
-                if expired:  # erased, then written anew at revision 1
-                    erase.remove_rows(conn, expired, seq)
-                self._write_chunks(conn, request, forms, units, current, seq, write.now)
-                if self.limits.quota.enabled:  # the usage the triggers left
-                    check_quota(QUOTA.read(conn, batch_tenants(request)), self.limits.quota)
-                changes.set_seq(conn, seq)
-                self._prune_tombstones(conn, seq, added=0)
-            result = write.record()
-        if request:
-            self._sync.apply(
-                seq_before,
-                seq,
-                upserts=([c.id for c in request], units, [c.scope for c in request]),
-                records=[c.record for c in request],  # filter columns (ratatoskr.memory.filtered)
-            )
-            if expired:
-                self._db.erasure.erased()
-        return result
+            if not request:
+                return Written(write.record())
+            if expired:  # erased, then written anew at revision 1
+                erase.remove_rows(conn, expired, seq)
+            self._write_chunks(conn, request, forms, units, current, seq, write.now)
+            if self.limits.quota.enabled:  # the usage the triggers left
+                check_quota(QUOTA.read(conn, batch_tenants(request)), self.limits.quota)
+            changes.set_seq(conn, seq)
+            self._prune_tombstones(conn, seq, added=0)
+
+            def committed() -> None:  # in commit order, only once committed
+                self._sync.apply(
+                    seq_before,
+                    seq,
+                    upserts=([c.id for c in request], units, [c.scope for c in request]),
+                    records=[c.record for c in request],  # filter columns (filtered.py)
+                )
+                if expired:
+                    self._db.erasure.erased()
+
+            return Written(write.record(), committed)
+
+        return self._db.write_batch(batch)
 
     def _write_chunks(
         self,

@@ -36,6 +36,7 @@ from ratatoskr.sqlite.driver import (
     sqlite_vec_version,
     translate_errors,
 )
+from ratatoskr.sqlite.group import Written
 from ratatoskr.sqlite.inuse import DatabaseInUse, claim_databases, database_in_use
 from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry, LedgerTransaction
 from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
@@ -64,6 +65,7 @@ __all__ = [
     "RestoreResult",
     "SqliteReplayCache",
     "TableStats",
+    "Written",
     "backup_database",
     "claim_databases",
     "codec",

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import apsw
 
@@ -39,6 +40,7 @@ from ratatoskr.sqlite.driver import (
 )
 from ratatoskr.sqlite.erasure import BACKGROUND_BUSY_MS, Eraser
 from ratatoskr.sqlite.errors import SchemaMismatch, StorageError, StorageUnavailable
+from ratatoskr.sqlite.group import Batch, Group, Written
 from ratatoskr.sqlite.guard import FileGuard
 from ratatoskr.sqlite.migrations import (
     Migration,
@@ -50,6 +52,8 @@ from ratatoskr.sqlite.migrations import (
 )
 from ratatoskr.sqlite.temps import remove_stale_temps
 
+T = TypeVar("T")
+
 # Compaction lives in its own module; these names stay importable from here.
 __all__ = [
     "COMPACT_STEP_PAGES",
@@ -59,6 +63,7 @@ __all__ = [
     "DatabaseReport",
     "MetaSetting",
     "Prepare",
+    "Written",
     "compact_database",
     "inspect_database",
     "same_file",
@@ -134,10 +139,48 @@ class Database:
             raise
         if self._guard is not None:
             self._guard.reserve_bytes = self.options.disk_reserve_bytes
+        self._group = (
+            Group(self._transaction, self._guard, max_batches=self.options.group_max_batches)
+            if self.options.group_commit
+            else None
+        )
+
+    @property
+    def group(self) -> Group | None:
+        """The group-commit queue (None when group commit is off)."""
+        return self._group
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
         """A write transaction: committed when the block ends, rolled back on any error."""
+        with self._transaction() as (conn, at_begin):
+            yield conn
+            if self._guard is not None and at_begin is not None:
+                self._guard.check_growth(conn, at_begin)
+
+    def write_batch(self, batch: Batch[T]) -> T:
+        """Run ``batch(conn)`` in a write transaction and return its value once committed,
+        after its ``after_commit`` step ran (only then, and never when it fails).
+
+        With group commit on (:attr:`ConnectionOptions.group_commit`), concurrent batches
+        of this process share one transaction and its COMMIT, each in a savepoint of its
+        own (see :mod:`ratatoskr.sqlite.group`); off, each has a transaction of its own.
+        Raises what ``batch`` raised (nothing of it written), or StorageError subclasses.
+        """
+        if self._group is not None:
+            return self._group.submit(batch)
+        with self.write() as conn:
+            written = batch(conn)
+        if written.after_commit is not None:
+            written.after_commit()
+        return written.value
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[tuple[apsw.Connection, tuple[int, int] | None]]:
+        """``BEGIN IMMEDIATE`` under the write lock, yielding the connection and the
+        guard's page figures when the disk is below its reserve (None otherwise); the
+        files are checked and the transaction committed when the block ends, rolled
+        back on any error. The caller checks the reserve (per batch, in a group)."""
         with self._lock:
             self._check_open()
             guard = self._guard
@@ -148,11 +191,11 @@ class Database:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     at_begin = guard.begin(conn) if guard is not None else None
-                    yield conn
+                    yield conn, at_begin
                     # The write lock is held: no checkpoint of another process can be
                     # rewriting the WAL now, and the files are checked last.
                     if guard is not None:
-                        guard.before_commit(conn, at_begin)
+                        guard.check_files()
                 except BaseException:
                     if not conn.get_autocommit():
                         conn.execute("ROLLBACK")

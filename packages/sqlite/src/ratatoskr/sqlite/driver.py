@@ -58,6 +58,11 @@ class ConnectionOptions:
     # erasure.py). ON, not FAST: FAST leaves freed pages (a record's overflow chain)
     # as they were. Cost measured in benchmarks/README.md ("Erasure").
     secure_delete: bool = True
+    # Concurrent writes of this process share a transaction and its COMMIT (one fsync
+    # for several batches, each in its own savepoint; see group.py), at most
+    # ``group_max_batches`` each. False: every write commits alone.
+    group_commit: bool = True
+    group_max_batches: int = 64
 
 
 def driver_versions() -> dict[str, str]:

@@ -107,8 +107,19 @@ class FileGuard:
         """Call just before COMMIT, the write lock held. Raises StorageUnavailable (a file
         removed or replaced) or StorageFull (the file would grow below the reserve)."""
         self.check_files()
-        if at_begin is None:
-            return
+        if at_begin is not None:
+            self.check_growth(conn, at_begin)
+
+    @staticmethod
+    def pages(conn: apsw.Connection) -> tuple[int, int]:
+        """The file's page figures as ``conn``'s transaction sees them now (what
+        :meth:`check_growth` compares: a group commit marks each batch's start)."""
+        return _used_pages(conn)
+
+    @staticmethod
+    def check_growth(conn: apsw.Connection, mark: tuple[int, int]) -> None:
+        """Raise StorageFull when the file grew since ``mark`` (more pages, and more of
+        them in use); call only when the disk is below the reserve."""
         pages, used = _used_pages(conn)
-        if pages > at_begin[0] and used > at_begin[1]:
+        if pages > mark[0] and used > mark[1]:
             raise StorageFull(RESERVE_MESSAGE)
