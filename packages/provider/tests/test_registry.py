@@ -54,7 +54,11 @@ def test_every_bifrost_plane_has_an_entry_and_every_entry_its_wire() -> None:
 
 
 def test_every_database_setting_is_a_planes_and_every_plane_has_one() -> None:
-    db_fields = {name for name in Settings.model_fields if name.endswith("_db")}
+    db_fields = {
+        name
+        for name in Settings.model_fields
+        if name.endswith("_db") and not name.endswith("_read_db")  # replicas: not a plane's own
+    }
     assert db_fields == {plane.db_field for plane in PLANE_TABLE.values()}
     for plane in PLANE_TABLE.values():
         if plane.fixed is not None:
@@ -72,8 +76,17 @@ def test_settings_read_each_planes_database(tmp_path: Path) -> None:
         plane.db_field: str(tmp_path / f"{name}.x") for name, plane in PLANE_TABLE.items()
     }
     settings = Settings(**paths)
+    assert tuple(settings.databases()) == PLANES
     for name, plane in PLANE_TABLE.items():
         assert settings.db_path(name) == paths[plane.db_field]
+
+
+def test_each_fixed_setting_reads_the_field_it_names() -> None:
+    for plane in PLANE_TABLE.values():
+        if plane.fixed is not None:
+            settings = Settings(**{plane.fixed.attribute: 7})
+            assert plane.fixed.value(settings) == 7
+            assert plane.fixed.wanted(settings) == "7"
 
 
 @pytest.mark.parametrize("name", PLANES)

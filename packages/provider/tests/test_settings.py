@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from ratatoskr.provider.settings import ConfigError, Settings, validate_layout
+from ratatoskr.provider.planes import validate_layout
+from ratatoskr.provider.settings import ConfigError, Settings
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "settings.md"
 
@@ -75,3 +78,24 @@ def test_secrets_do_not_show_in_repr() -> None:
     s = Settings(heimdall_key="topsecret" * 4, vmp_api_key="alsosecret" * 2)
     assert "topsecret" not in repr(s)
     assert "alsosecret" not in repr(s)
+
+
+def test_the_settings_import_no_plane_and_no_driver() -> None:
+    # A leaf module: reading the settings (the CLI's --help, doctor, tools/settings_doc)
+    # must not pay for every plane, numpy and psycopg.
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import ratatoskr.provider.settings"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert "ratatoskr.provider.settings" in imported
+    heavy = sorted(
+        name
+        for name in imported
+        if name.split(".")[0] in ("numpy", "psycopg", "psycopg_pool")
+        or name.startswith(("ratatoskr.memory", "ratatoskr.affect", "ratatoskr.vmp"))
+        or name == "ratatoskr.provider.registry"
+    )
+    assert heavy == []

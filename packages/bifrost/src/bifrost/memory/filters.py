@@ -19,11 +19,12 @@ Error messages name a declared field or an operator, never a value.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from bifrost.errors import InvalidArguments, InvalidFilter
+from bifrost.fields import field_path
 from bifrost.names import safe_name
 
 __all__ = [
@@ -34,11 +35,8 @@ __all__ = [
     "FieldCondition",
     "MetadataFilter",
     "condition_holds",
-    "field_path",
-    "fields_setting",
     "lookup",
     "same_scalar",
-    "validate_fields",
     "validate_filter",
 ]
 
@@ -58,33 +56,6 @@ class _Missing:
 
 
 MISSING: Final = _Missing()
-
-
-def field_path(field: str) -> tuple[str, ...]:
-    """``"metadata.kind"`` → ``("metadata", "kind")``. A field is a non-empty string
-    of non-empty dot-separated parts (ValueError otherwise: it is configuration)."""
-    if not isinstance(field, str) or not field:
-        raise ValueError("a filterable field must be a non-empty string")
-    parts = tuple(field.split("."))
-    if any(not p for p in parts):
-        raise ValueError(f"filterable field {field!r} has an empty path segment")
-    return parts
-
-
-def validate_fields(fields: Iterable[str]) -> tuple[str, ...]:
-    """Declared filterable fields, each checked by :func:`field_path`, duplicates once,
-    in the order given. Raises ValueError."""
-    out: dict[str, None] = {}
-    for f in fields:
-        field_path(f)
-        out[f] = None
-    return tuple(out)
-
-
-def fields_setting(value: str) -> tuple[str, ...]:
-    """A comma-separated list of fields (``RATATOSKR_MEMORY_FILTERABLE_FIELDS``), blank
-    parts ignored, each checked by :func:`field_path`. Raises ValueError."""
-    return validate_fields(part.strip() for part in value.split(",") if part.strip())
 
 
 def lookup(record: Mapping[str, Any], path: Sequence[str]) -> Any:

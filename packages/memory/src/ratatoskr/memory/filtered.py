@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bifrost.memory.filters import MISSING, FieldCondition, MetadataFilter, field_path, lookup
+from bifrost.fields import field_path
+from bifrost.memory.filters import MISSING, FieldCondition, MetadataFilter, lookup
 
 __all__ = ["FilterColumns"]
 

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bifrost.errors import InvalidArguments
-from bifrost.memory.filters import validate_fields
+from bifrost.fields import validate_fields
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.retention import validate_retention
 from bifrost.memory.validation import (

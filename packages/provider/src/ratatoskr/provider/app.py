@@ -28,8 +28,8 @@ from ratatoskr.provider.metrics import Metrics, metrics_endpoint, plane_files
 from ratatoskr.provider.observe import ObserveMiddleware, call_hook, known_routes
 from ratatoskr.provider.planes import OpenPlanes, open_planes
 from ratatoskr.provider.readiness import READY, PlaneProbe, plane_probes, probe_all
-from ratatoskr.provider.registry import AppParts
-from ratatoskr.provider.settings import PLANES, Plane, Settings
+from ratatoskr.provider.registry import PLANES, AppParts
+from ratatoskr.provider.settings import Plane, Settings
 
 
 def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[Plane, Starlette]:

@@ -42,10 +42,9 @@ from ratatoskr.provider.operate import (
     run_stats,
 )
 from ratatoskr.provider.portable import PORTABLE_PLANES
-from ratatoskr.provider.registry import PLANE_TABLE, entry
+from ratatoskr.provider.registry import PLANE_TABLE, PLANES, entry
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
-    PLANES,
     ConfigError,
     Plane,
     Settings,

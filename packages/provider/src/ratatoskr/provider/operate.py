@@ -23,9 +23,8 @@ from typing import Any, TextIO
 
 from ratatoskr.provider.pgoperate import pg_compact, pg_stats
 from ratatoskr.provider.planes import db_setting
-from ratatoskr.provider.registry import PLANE_TABLE, entry
+from ratatoskr.provider.registry import PLANE_TABLE, PLANES, entry
 from ratatoskr.provider.settings import (
-    PLANES,
     ConfigError,
     Plane,
     Settings,

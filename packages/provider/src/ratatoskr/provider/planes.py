@@ -19,14 +19,7 @@ from ratatoskr import postgres as pg
 from ratatoskr.postgres.migrations import recorded_planes
 from ratatoskr.postgres.replay import REPLAY_PLANE
 from ratatoskr.provider.registry import Key, PlaneEntry, entry
-from ratatoskr.provider.settings import (
-    ConfigError,
-    Plane,
-    Settings,
-    is_dsn,
-    redact_dsn,
-    validate_layout,
-)
+from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn, redact_dsn
 from ratatoskr.sqlite import (
     INTEGRITY_SKIPPED,
     MEMORY_PATH,
@@ -34,6 +27,7 @@ from ratatoskr.sqlite import (
     StorageError,
     inspect_database,
     replay_path,
+    same_file,
 )
 from ratatoskr.vmp import is_loopback_host
 
@@ -261,6 +255,25 @@ def keys_of(planes: tuple[Plane, ...]) -> list[Key]:
     """The keys guarding ``planes``, each once, in ``Key``'s order."""
     wanted = {entry(plane).key for plane in planes}
     return [key for key in Key if key in wanted]
+
+
+def validate_layout(settings: Settings, planes: tuple[Plane, ...]) -> None:
+    """Checks that need the filesystem, run before any database is opened.
+
+    Raises ConfigError: two planes on one file, or a database directory missing.
+    """
+    files = [p for p in planes if not is_dsn(settings.db_path(p))]
+    for i, a in enumerate(files):
+        for b in files[i + 1 :]:
+            if same_file(settings.db_path(a), settings.db_path(b)):
+                raise ConfigError(
+                    f"{entry(a).db_setting} and {entry(b).db_setting} name the same "
+                    "file; each plane needs its own database file"
+                )
+    for plane in files:
+        path = settings.db_path(plane)
+        if path != ":memory:" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ConfigError(f"{entry(plane).db_setting}: directory of {path} does not exist")
 
 
 def preflight(settings: Settings, planes: tuple[Plane, ...]) -> None:

@@ -11,8 +11,9 @@ preflight, ``doctor``, the app, ``--dev``, the operator commands, readiness,
 metrics, logging and the command line read this table and nothing else, so
 adding a plane adds one entry here (and the ``Settings`` fields it names).
 
-This module knows the planes' packages; it must not import the provider's
-other modules at run time (``settings`` reads it).
+This module knows the planes' packages and reads the settings through typed
+accessors (``lambda s: s.memory_db``); of the provider's modules it imports only
+``settings``, a leaf.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from starlette.applications import Starlette
 from bifrost.auth import ReplayCache
 from bifrost.consumer import AppHooks, BodyBudget
 from bifrost.consumer.keyed import PlaneAppOptions
-from bifrost.memory.filters import fields_setting
+from bifrost.fields import fields_setting
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 from bifrost.quota import Quota, affect_quota, memory_quota
 from ratatoskr import postgres as pg
@@ -45,14 +46,13 @@ from ratatoskr.memory.sync import cache_verdict
 from ratatoskr.postgres.database import PoolRunner
 from ratatoskr.postgres.replica import ReadReplica
 from ratatoskr.postgres.replication import check_synchronous_standby
+from ratatoskr.provider.settings import VMP_DSN_REFUSED, Plane, Settings
 from ratatoskr.sqlite import CompactReport, ConnectionOptions, compact_database
 from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
 from ratatoskr.vmp import schema as vmp_schema
 
 if TYPE_CHECKING:
     import apsw
-
-    from ratatoskr.provider.settings import Settings
 
 __all__ = [
     "PLANES",
@@ -61,15 +61,11 @@ __all__ = [
     "BifrostPlaneBuilder",
     "FixedSetting",
     "Key",
-    "Plane",
     "PlaneEntry",
     "PostgresBackend",
     "bifrost_plane_app",
     "entry",
 ]
-
-# A plane's name: a key of PLANE_TABLE (the command line offers exactly those).
-Plane = str
 
 S = TypeVar("S")
 
@@ -87,7 +83,8 @@ class FixedSetting:
     different value is refused, by the preflight and by ``doctor``."""
 
     key: str  # the meta key in the file
-    attribute: str  # the Settings field
+    attribute: str  # the Settings field (its name, for the environment variable)
+    value: Callable[[Settings], object]  # reads that field
 
     @property
     def variable(self) -> str:
@@ -96,7 +93,7 @@ class FixedSetting:
 
     def wanted(self, settings: Settings) -> str:
         """The value ``settings`` asks for, as the file records it."""
-        return str(getattr(settings, self.attribute))
+        return str(self.value(settings))
 
 
 @dataclass(frozen=True)
@@ -125,7 +122,7 @@ class PlaneEntry(Generic[S]):
     """One plane, as the provider serves it (see the module docstring)."""
 
     name: Plane
-    db_field: str  # the Settings field holding its database path (or DSN)
+    db_field: str  # the name of the Settings field holding its database (Settings.db_path)
     key: Key
     open_file: Callable[[str, Settings], S]
     build_app: Callable[[S, AppParts], Starlette]
@@ -292,11 +289,11 @@ _SYNC_HINT = "see RATATOSKR_POSTGRES_REQUIRE_SYNC_STANDBY and docs/scaling.md"
 
 def _on_postgres(
     open_store: Callable[[pg.Pool, str, Settings], PostgresMemoryStore | PostgresAffectStore],
-    read_field: str,
+    read_dsn: Callable[[Settings], str | None],
 ) -> Callable[[pg.Pool, str, Settings], Any]:
     """``open_store`` after the synchronous-standby check (a warning, or a refusal with
-    POSTGRES_REQUIRE_SYNC_STANDBY), with the plane's read replica (the setting
-    ``read_field``) attached when one is set."""
+    POSTGRES_REQUIRE_SYNC_STANDBY), with the plane's read replica (the DSN ``read_dsn`` reads)
+    attached when one is set."""
 
     def open_(pool: pg.Pool, schema: str, s: Settings) -> Any:
         check_synchronous_standby(
@@ -306,10 +303,10 @@ def _on_postgres(
             hint=_SYNC_HINT,
         )
         store = open_store(pool, schema, s)
-        read_dsn = getattr(s, read_field)
-        if read_dsn:
+        replica_dsn = read_dsn(s)
+        if replica_dsn:
             try:
-                replica = ReadReplica(pg.open_pool(read_dsn, _REPLICA_POOL), owns_pool=True)
+                replica = ReadReplica(pg.open_pool(replica_dsn, _REPLICA_POOL), owns_pool=True)
             except BaseException:
                 store.close()
                 raise
@@ -330,13 +327,13 @@ _MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
             lambda pool, schema, s: open_postgres_memory_store(
                 pool, schema=schema, **_memory_limits(s)
             ),
-            "memory_read_db",
+            lambda s: s.memory_read_db,
         ),
     ),
     build_app=bifrost_plane_app(build_memory_plane_app),
     newest_version=lambda s: len(memory_schema.migrations(s.memory_embedding_dim)),
     read=_read_through,
-    fixed=FixedSetting("embedding_dim", "memory_embedding_dim"),
+    fixed=FixedSetting("embedding_dim", "memory_embedding_dim", lambda s: s.memory_embedding_dim),
     count=_chunk_count,
     # sqlite-vec never reuses a deleted vector's slot: the vector table is rebuilt first.
     compact_file=lambda path, full, vectors: compact_memory_file(path, full=full, vectors=vectors),
@@ -356,7 +353,7 @@ _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
             lambda pool, schema, s: open_postgres_affect_store(
                 pool, schema=schema, **_affect_limits(s)
             ),
-            "affect_read_db",
+            lambda s: s.affect_read_db,
         ),
     ),
     build_app=bifrost_plane_app(build_affect_plane_app),
@@ -372,12 +369,11 @@ _VMP: PlaneEntry[VmpStore] = PlaneEntry(
     open_file=lambda path, s: open_vmp_store(
         path, dim=s.vmp_dim, max_records=s.vmp_max_records, options=_file(s)
     ),
-    dsn_refused="VMP stays on SQLite: its determinism needs one global sequence and "
-    "byte-identical snapshots; give a file path",
+    dsn_refused=VMP_DSN_REFUSED,
     build_app=_vmp_app,
     newest_version=lambda s: len(vmp_schema.MIGRATIONS),
     read=VmpStore.record_count,
-    fixed=FixedSetting("dim", "vmp_dim"),
+    fixed=FixedSetting("dim", "vmp_dim", lambda s: s.vmp_dim),
     count=VmpStore.record_count,
     backup_hint="--plane vmp: VMP is backed up with its snapshot (GET /vmp/v1/snapshot/download) "
     "and restored with POST /vmp/v1/snapshot/upload",

@@ -2,28 +2,26 @@
 
 Only the provider reads the environment; the planes and bifrost take what they
 need as arguments. Tests pass keyword arguments instead of mutating the
-environment. ``validate_layout`` holds the checks that need the filesystem.
+environment. A leaf module: it imports no plane and no database driver (the plane
+registry reads it, not the other way round; a test holds the import to that).
 """
 
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import stat
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bifrost.memory.filters import fields_setting
-from ratatoskr.provider.registry import PLANE_TABLE, PLANES, Plane, entry
-from ratatoskr.sqlite import same_file
+from bifrost.fields import fields_setting
 
 __all__ = [
-    "PLANES",
+    "VMP_DSN_REFUSED",
     "ConfigError",
     "Plane",
     "Settings",
@@ -31,8 +29,16 @@ __all__ = [
     "read_key_file",
     "redact_dsn",
     "unknown_variables",
-    "validate_layout",
 ]
+
+# A plane's name: a key of the registry's PLANE_TABLE (the command line offers exactly those).
+Plane = str
+
+# Why VMP_DB takes no DSN (the registry's VMP entry says the same to the operator commands).
+VMP_DSN_REFUSED = (
+    "VMP stays on SQLite: its determinism needs one global sequence and "
+    "byte-identical snapshots; give a file path"
+)
 
 # RFC 7518 §3.2: an HS256 key has at least as many bytes as the hash output.
 MIN_HEIMDALL_KEY_BYTES = 32
@@ -322,14 +328,19 @@ class Settings(BaseSettings):
             raise PydanticCustomError("read_dsn", "give a postgresql:// DSN of a read replica")
         return value
 
-    @field_validator(*(e.db_field for e in PLANE_TABLE.values()))
+    @field_validator("vmp_db")
     @classmethod
-    def _a_plain_path(cls, value: str, info: ValidationInfo) -> str:
+    def _a_vmp_file(cls, value: str) -> str:
         if is_dsn(value):
-            plane = next(e for e in PLANE_TABLE.values() if e.db_field == info.field_name)
-            if plane.postgres is None:
-                # Refused before pydantic can echo the value (and its password).
-                raise PydanticCustomError(f"{plane.name}_dsn", plane.dsn_refused)
+            # Refused before pydantic can echo the value (and its password).
+            raise PydanticCustomError("vmp_dsn", VMP_DSN_REFUSED)
+        return value
+
+    # Each plane's database setting (vmp_db's DSN is refused above, before this runs).
+    @field_validator("memory_db", "affect_db", "vmp_db")
+    @classmethod
+    def _a_plain_path(cls, value: str) -> str:
+        if is_dsn(value):
             return value
         # A URI's parameters (shared cache, vfs, a relative path resolved elsewhere) put
         # two planes in one file and defeated the deleted-file guard.
@@ -353,9 +364,14 @@ class Settings(BaseSettings):
         return self
 
     def db_path(self, plane: Plane) -> str:
-        """The database file (or DSN) configured for ``plane``. Raises KeyError for a
-        name that is no plane."""
-        return str(getattr(self, entry(plane).db_field))
+        """The database file, ``:memory:`` or DSN configured for ``plane``. Raises
+        KeyError for a name that is no plane."""
+        return self.databases()[plane]
+
+    def databases(self) -> dict[Plane, str]:
+        """Each plane's database setting, by plane (the registry's PLANE_TABLE has an
+        entry for each name here, and a test holds both to the same planes)."""
+        return {"memory": self.memory_db, "affect": self.affect_db, "vmp": self.vmp_db}
 
     def heimdall_key_bytes(self) -> bytes:
         """The Heimdall key, from the setting or the key file.
@@ -454,22 +470,3 @@ def _closest(name: str, known: set[str]) -> str | None:
     best = max(sorted(known), key=score)
     shared, ratio = score(best)
     return best if shared or ratio >= 0.6 else None
-
-
-def validate_layout(settings: Settings, planes: tuple[Plane, ...]) -> None:
-    """Checks that need the filesystem, run before any database is opened.
-
-    Raises ConfigError: two planes on one file, or a database directory missing.
-    """
-    files = [p for p in planes if not is_dsn(settings.db_path(p))]
-    for i, a in enumerate(files):
-        for b in files[i + 1 :]:
-            if same_file(settings.db_path(a), settings.db_path(b)):
-                raise ConfigError(
-                    f"{entry(a).db_setting} and {entry(b).db_setting} name the same "
-                    "file; each plane needs its own database file"
-                )
-    for plane in files:
-        path = settings.db_path(plane)
-        if path != ":memory:" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ConfigError(f"{entry(plane).db_setting}: directory of {path} does not exist")

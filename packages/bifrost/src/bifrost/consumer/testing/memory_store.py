@@ -12,7 +12,8 @@ from typing import Any
 
 from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
-from bifrost.memory.filters import MetadataFilter, validate_fields
+from bifrost.fields import validate_fields
+from bifrost.memory.filters import MetadataFilter
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.retention import expiry_cutoff, is_expired, validate_retention
 from bifrost.memory.validation import (

@@ -42,7 +42,8 @@ import numpy as np
 from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
-from bifrost.memory.filters import MetadataFilter, validate_fields
+from bifrost.fields import validate_fields
+from bifrost.memory.filters import MetadataFilter
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.retention import expiry_cutoff, validate_retention
 from bifrost.memory.validation import (
