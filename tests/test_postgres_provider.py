@@ -28,7 +28,7 @@ from psycopg import sql
 from bifrost.client import BifrostClient
 from ratatoskr.provider.cli import load_settings
 from ratatoskr.provider.doctor import run_doctor
-from ratatoskr.provider.planes import open_planes, preflight
+from ratatoskr.provider.preflight import open_planes, preflight
 from ratatoskr.provider.settings import ConfigError, Settings, redact_dsn
 
 from .conftest import KEY, Server, start_server

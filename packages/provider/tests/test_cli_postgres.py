@@ -15,7 +15,7 @@ import pytest
 
 from bifrost.context import DispatchContext
 from ratatoskr.provider import cli
-from ratatoskr.provider.planes import open_planes
+from ratatoskr.provider.preflight import open_planes
 from ratatoskr.provider.settings import Settings
 
 from .conftest import KEY

@@ -25,7 +25,7 @@ from ratatoskr.provider.cli import parser
 from ratatoskr.provider.devmode import dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.operate import plane_file, run_backup, run_compact, run_stats
-from ratatoskr.provider.planes import keys_of, open_planes
+from ratatoskr.provider.preflight import keys_of, open_planes
 from ratatoskr.provider.registry import PLANE_TABLE, PLANES, Key, entry
 from ratatoskr.provider.settings import ConfigError, Settings
 from ratatoskr.sqlite import inspect_database, replay_path

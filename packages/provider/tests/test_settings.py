@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ratatoskr.provider.planes import validate_layout
+from ratatoskr.provider.preflight import validate_layout
 from ratatoskr.provider.settings import ConfigError, Settings
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "settings.md"

@@ -12,8 +12,8 @@ import pytest
 
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
-from ratatoskr.provider import planes
-from ratatoskr.provider.planes import open_planes
+from ratatoskr.provider import preflight
+from ratatoskr.provider.preflight import open_planes
 from ratatoskr.provider.settings import ConfigError, Settings, unknown_variables
 from ratatoskr.vmp import open_vmp_store
 
@@ -161,8 +161,8 @@ def test_a_damaged_file_is_refused_at_start_and_a_large_one_is_left_to_doctor(
     before = snapshot(path.parent)
 
     with pytest.raises(ConfigError, match=r"RATATOSKR_MEMORY_DB: .* fails SQLite's integrity"):
-        planes.preflight(settings, ("memory",))
-    monkeypatch.setattr(planes, "START_CHECK_LIMIT", path.stat().st_size - 1)
-    planes.preflight(settings, ("memory",))  # too large to read at start: not checked
-    assert any("integrity" in p for p in planes.database_problems(settings, "memory"))
+        preflight.preflight(settings, ("memory",))
+    monkeypatch.setattr(preflight, "START_CHECK_LIMIT", path.stat().st_size - 1)
+    preflight.preflight(settings, ("memory",))  # too large to read at start: not checked
+    assert any("integrity" in p for p in preflight.database_problems(settings, "memory"))
     assert snapshot(path.parent) == before

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp
 from bifrost.consumer import AppHooks, BodyBudget
 from ratatoskr.provider.metrics import Metrics, metrics_endpoint, plane_files
 from ratatoskr.provider.observe import ObserveMiddleware, call_hook, known_routes
-from ratatoskr.provider.planes import OpenPlanes, open_planes
+from ratatoskr.provider.preflight import OpenPlanes, open_planes
 from ratatoskr.provider.readiness import READY, PlaneProbe, plane_probes, probe_all
 from ratatoskr.provider.registry import PLANES, AppParts
 from ratatoskr.provider.settings import Plane, Settings

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import TextIO
 
-from ratatoskr.provider.planes import (
+from ratatoskr.provider.preflight import (
     database_problems,
     db_setting,
     fixed_keys,

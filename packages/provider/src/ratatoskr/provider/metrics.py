@@ -50,7 +50,7 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ratatoskr.provider.planes import OpenPlanes
+from ratatoskr.provider.preflight import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH
 from ratatoskr.vmp import is_loopback_host

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from typing import Any, TextIO
 
 from ratatoskr.provider.pgoperate import pg_compact, pg_stats
-from ratatoskr.provider.planes import db_setting
+from ratatoskr.provider.preflight import db_setting
 from ratatoskr.provider.registry import PLANE_TABLE, PLANES, entry
 from ratatoskr.provider.settings import (
     ConfigError,

@@ -38,7 +38,7 @@ from typing import Any, TextIO
 from bifrost.jsoncodec import canonical_json
 from ratatoskr import postgres as pg
 from ratatoskr.provider.operate import OperationFailed
-from ratatoskr.provider.planes import PG_POOL
+from ratatoskr.provider.preflight import PG_POOL
 from ratatoskr.provider.registry import entry
 from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bifrost.auth import ReplayCache
-from ratatoskr.provider.planes import OpenPlanes
+from ratatoskr.provider.preflight import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
 from ratatoskr.sqlite.files import file_identity

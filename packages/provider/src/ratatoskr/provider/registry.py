@@ -282,7 +282,7 @@ def _chunk_count(store: MemoryStore) -> int:
     return store.count()
 
 
-# A read replica's pool: as planes.PG_POOL, the primary's.
+# A read replica's pool: as preflight.PG_POOL, the primary's.
 _REPLICA_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
 _SYNC_HINT = "see RATATOSKR_POSTGRES_REQUIRE_SYNC_STANDBY and docs/scaling.md"
 

@@ -50,7 +50,7 @@ from uvicorn.supervisors import Multiprocess
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
 from ratatoskr.provider.observe import log_config
-from ratatoskr.provider.planes import open_planes
+from ratatoskr.provider.preflight import open_planes
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
 
 __all__ = ["EXIT_WORKER_FAILED", "bind_socket", "configure_logging", "serve"]
