@@ -129,6 +129,12 @@ class Group:
         self.groups = 0
         self.batches = 0
 
+    @property
+    def queued(self) -> int:
+        """Batches waiting for a group (not yet taken into one)."""
+        with self._cond:
+            return len(self._queue)
+
     def submit(self, batch: Batch[T]) -> T:
         """Run ``batch(conn)`` in a write transaction shared with the batches queued
         beside it; return its value once it is committed and its ``after_commit`` ran.
