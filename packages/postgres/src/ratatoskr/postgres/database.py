@@ -15,6 +15,14 @@ A failure while committing is never retried: the outcome is unknown, and the
 caller gets ``StorageUnavailable`` (a write retried by its client with the same
 idempotency key then replays or applies, exactly once).
 
+A ``write`` transaction's waits are bounded by ``sync_wait`` seconds: a verb's
+write (``bound="call"``) answers within it, whatever it waited for (a write slot,
+a lock held by a write that waits for the standby, the synchronous standby's
+confirmation of its COMMIT); other writes wait at most that long for each lock and
+for the standby. Past it: ``SyncStandbyTimeout`` (503, not acknowledged). At most
+``write_slots`` writes run at once, so that writes stuck waiting never hold every
+connection of the pool (``ratatoskr.postgres.syncwait``).
+
 Every other driver error becomes a typed, content-free ``StorageError``; the
 wire's own errors (``RevisionMismatch``, …) raised by the function pass through
 after the rollback.
@@ -43,6 +51,17 @@ from ratatoskr.postgres.migrations import (
     apply_migrations,
     check_schema_name,
     needs_migration,
+)
+from ratatoskr.postgres.syncwait import (
+    DEFAULT_SYNC_WAIT,
+    Bound,
+    SyncStandbyTimeout,
+    Watchdog,
+    WriteBound,
+    WriteSlots,
+    lock_timeout_sql,
+    watched,
+    write_slots_for,
 )
 from ratatoskr.postgres.vector import register_vector_dumper
 from ratatoskr.storage.errors import StorageUnavailable
@@ -170,26 +189,72 @@ class PoolRunner:
         self._owns_pool = owns_pool
         self._closed = False
         self._close_lock = threading.Lock()
+        # Seconds a write's COMMIT may wait for the synchronous standby (None: no bound).
+        self.sync_wait: float | None = DEFAULT_SYNC_WAIT
+        self._write_slots = WriteSlots(write_slots_for(pool.max_size))
+        self._watchdog = Watchdog()
+        # When the last write whose commit the standby did not confirm in time ended;
+        # None since a write was confirmed (what /readyz falls back on when the
+        # server does not show this role its standbys).
+        self.unconfirmed_since: float | None = None
 
     @property
     def pool(self) -> Pool:
         return self._pool
 
-    def run(self, work: Callable[[Cursor[Any]], T], *, mode: TxMode = "autocommit") -> T:
+    @property
+    def write_slots(self) -> int:
+        """Write transactions run at once at most (the rest of the pool is for reads)."""
+        return self._write_slots.slots
+
+    def run(
+        self,
+        work: Callable[[Cursor[Any]], T],
+        *,
+        mode: TxMode = "autocommit",
+        wait: float | None = None,
+        bound: Bound = "waits",
+    ) -> T:
         """``work(cursor)`` in a transaction of ``mode`` and its commit.
 
         ``autocommit``: every statement is its own transaction (one statement is one
-        snapshot); ``write``: READ COMMITTED, committed at the end; ``snapshot``:
-        REPEATABLE READ READ ONLY. Raises what ``work`` raises (after rolling back)
-        and StorageError subclasses for the driver's errors.
+        snapshot); ``snapshot``: REPEATABLE READ READ ONLY; ``write``: READ
+        COMMITTED, committed at the end, after waiting for a write slot, and bounded
+        by ``sync_wait`` as ``bound`` says: ``waits``, each lock wait and the
+        commit's wait for the synchronous standby; ``call``, the whole call (a
+        verb's write); ``none``, nothing (the migrations, the replay cache). ``wait``:
+        seconds to wait for a connection (and a write slot), instead of the pool's
+        ``timeout``. Raises what ``work`` raises (after rolling back) and
+        StorageError subclasses for the driver's errors (SyncStandbyTimeout: not
+        acknowledged).
         """
         if self._closed:
             raise StorageUnavailable("the store is closed")
+        patience = self._pool.timeout if wait is None else wait
+        limit = self.sync_wait
+        if mode != "write" or bound == "none" or limit is None:
+            return self._run(work, mode, patience, None)
+        deadline = None
+        if bound == "call":
+            deadline = time.monotonic() + limit
+            patience = min(patience, limit)
+        with self._write_slots.held(patience):
+            return self._run(work, mode, patience, WriteBound(limit, deadline))
+
+    def _run(
+        self,
+        work: Callable[[Cursor[Any]], T],
+        mode: TxMode,
+        patience: float,
+        bound: WriteBound | None,
+    ) -> T:
         for attempt in range(_ATTEMPTS):
             last = attempt == _ATTEMPTS - 1
+            if bound is not None and bound.deadline is not None:
+                patience = min(patience, max(bound.deadline - time.monotonic(), 0.001))
             try:
-                with translate_errors(), self._connection() as conn:
-                    return self._attempt(conn, work, mode, last)
+                with translate_errors(), self._connection(patience) as conn:
+                    return self._attempt(conn, work, mode, last, bound)
             except _Retry:
                 # Dead connections a restart left in the pool would fail the next
                 # attempts too: test the idle ones and let the pool replace them.
@@ -197,13 +262,13 @@ class PoolRunner:
         raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[Connection[Any]]:
+    def _connection(self, patience: float) -> Iterator[Connection[Any]]:
         """A pooled connection, as ``pool.connection()`` gives it, but waited for in
         slices: each new request lets the pool start a new connection attempt at once
         (one whose backoff gave up, during a failover, is not retried until asked),
         so a call waiting through a failover gets the new primary's first connection.
-        Raises PoolTimeout after the pool's ``timeout``."""
-        deadline = time.monotonic() + self._pool.timeout
+        Raises PoolTimeout after ``patience`` seconds."""
+        deadline = time.monotonic() + patience
         while True:
             wait = min(_WAIT_SLICE, deadline - time.monotonic())
             try:
@@ -218,13 +283,45 @@ class PoolRunner:
         finally:
             self._pool.putconn(conn)
 
-    @staticmethod
     def _attempt(
-        conn: Connection[Any], work: Callable[[Cursor[Any]], T], mode: TxMode, last: bool
+        self,
+        conn: Connection[Any],
+        work: Callable[[Cursor[Any]], T],
+        mode: TxMode,
+        last: bool,
+        bound: WriteBound | None,
     ) -> T:
+        """One try of ``work`` on ``conn``, its waits bounded by ``bound`` (a write's)."""
         begin = _BEGIN.get(mode)
         if begin is None and mode != "autocommit":
             raise ValueError(f"unknown transaction mode {mode!r}")
+        if begin is None or bound is None:
+            return self._transaction(conn, work, begin, last, commit=True)
+        try:
+            if bound.deadline is None:
+                result = self._transaction(
+                    conn, work, begin + lock_timeout_sql(bound.limit), last, commit=False
+                )
+                with watched(conn, bound.limit, self._watchdog):
+                    conn.execute(b"COMMIT")
+            else:
+                with watched(conn, bound.deadline - time.monotonic(), self._watchdog):
+                    result = self._transaction(conn, work, begin, last, commit=True)
+        except SyncStandbyTimeout:
+            self.unconfirmed_since = time.monotonic()
+            raise
+        self.unconfirmed_since = None
+        return result
+
+    @staticmethod
+    def _transaction(
+        conn: Connection[Any],
+        work: Callable[[Cursor[Any]], T],
+        begin: bytes | None,
+        last: bool,
+        *,
+        commit: bool,
+    ) -> T:
         try:
             with conn.cursor() as cur:
                 if begin is not None:
@@ -240,7 +337,7 @@ class PoolRunner:
         except BaseException:
             _rollback(conn)
             raise
-        if begin is not None:
+        if begin is not None and commit:
             conn.execute(b"COMMIT")
         return result
 
@@ -251,6 +348,7 @@ class PoolRunner:
             if self._closed:
                 return
             self._closed = True
+        self._watchdog.stop()
         if self._owns_pool:
             self._pool.close()
 
@@ -285,9 +383,11 @@ class PostgresDatabase(PoolRunner):
 
         # Most opens find the schema complete: a read-only look, no lock, no DDL.
         if self.run(probe, mode="snapshot"):
+            # Unbounded: another process may hold the migration lock for long.
             self.run(
                 lambda cur: apply_migrations(cur, self.schema, plane, migrations, wanted),
                 mode="write",
+                bound="none",
             )
 
     def table(self, name: str) -> sql.Composed:

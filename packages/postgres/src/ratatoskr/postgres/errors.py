@@ -40,6 +40,9 @@ _EXACT: dict[str, tuple[type[StorageError], str]] = {
     "57P02": (StorageUnavailable, "the database server is shutting down"),
     "57P03": (StorageUnavailable, "the database server is not accepting connections yet"),
     "57014": (StorageUnavailable, "the statement was cancelled (timeout)"),
+    # A write's lock_timeout (ratatoskr.postgres.database): the holder may be a write
+    # waiting for the synchronous standby.
+    "55P03": (StorageUnavailable, "a write waited too long for a lock another write holds; retry"),
     "40001": (StorageUnavailable, "a concurrent transaction conflicted; retry"),
     "40P01": (StorageUnavailable, "a concurrent transaction deadlocked; retry"),
     "3D000": (StorageUnavailable, "the database does not exist"),

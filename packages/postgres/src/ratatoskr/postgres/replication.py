@@ -8,14 +8,22 @@ commit waits for one). :func:`replication_status` reads the three;
 :func:`check_synchronous_standby` is the provider's check at start: a warning, or
 a refusal when the operator asked for one.
 
+:func:`check_commits_complete` is ``/readyz``'s question: can a commit be
+acknowledged right now? Not while fewer synchronous standbys are connected than
+``synchronous_standby_names`` asks for (``FIRST n``/``ANY n``/``n (…)``, else 1):
+every write then waits for one (and answers 503 after ``sync_wait``,
+``ratatoskr.postgres.syncwait``).
+
 ``pg_stat_replication`` shows a standby's ``sync_state`` only to roles with
-``pg_read_all_stats`` (``pg_monitor``); for other roles the count is unknown and
-the check rests on the configuration alone.
+``pg_read_all_stats`` (``pg_monitor``); for other roles the count is unknown: the
+start check rests on the configuration alone, and ``/readyz`` on whether this
+process's last write timed out waiting for the standby.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +34,37 @@ from ratatoskr.storage.errors import StorageUnavailable
 
 __all__ = [
     "DURABLE_COMMITS",
+    "STANDBY_NOT_CONNECTED",
+    "CommitsBlocked",
     "ReplicationStatus",
+    "check_commits_complete",
     "check_synchronous_standby",
     "replication_status",
+    "required_standbys",
 ]
 
 # The synchronous_commit levels at which a commit waits for the standby's disk (or more).
 DURABLE_COMMITS = frozenset({"on", "remote_apply"})
+# The levels at which a commit waits for the synchronous standby at all.
+_WAITING_COMMITS = frozenset({"on", "remote_write", "remote_apply"})
+# synchronous_standby_names: "FIRST 2 (a, b)", "ANY 2 (a, b)", "2 (a, b)"; else one of a list.
+_NUM_SYNC = re.compile(r"\s*(?:(?:first|any)\s+)?(\d+)\s*\(", re.IGNORECASE)
+STANDBY_NOT_CONNECTED = "synchronous standby not connected: writes cannot be acknowledged"
 _LOG = logging.getLogger("ratatoskr.postgres")
+
+
+def required_standbys(names: str) -> int:
+    """How many synchronous standbys must confirm a commit under ``names``
+    (``synchronous_standby_names``; 0 when it is empty)."""
+    if not names.strip():
+        return 0
+    found = _NUM_SYNC.match(names)
+    return int(found.group(1)) if found else 1
+
+
+class CommitsBlocked(StorageUnavailable):
+    """Commits wait for a synchronous standby that is not connected (``/readyz``'s
+    reason); the message is content-free."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +86,17 @@ class ReplicationStatus:
                 f"synchronous_commit is {self.synchronous_commit}: a commit does not wait "
                 "for the synchronous standby (use on or remote_apply)"
             )
-        if self.synchronous_standbys == 0:
+        if self.missing_standbys:
             return "no synchronous standby is connected (commits wait until one is)"
         return None
+
+    @property
+    def missing_standbys(self) -> bool:
+        """Whether commits wait for a standby that is not connected (False when this
+        role cannot see the standbys)."""
+        if self.synchronous_commit not in _WAITING_COMMITS or self.synchronous_standbys is None:
+            return False
+        return self.synchronous_standbys < required_standbys(self.synchronous_standby_names)
 
 
 def replication_status(cur: Cursor[Any]) -> ReplicationStatus:
@@ -89,4 +128,17 @@ def check_synchronous_standby(
     _LOG.warning(
         "%s: %s; an acknowledged write is lost if the primary's machine is%s", what, problem, tail
     )
+    return status
+
+
+def check_commits_complete(runner: PoolRunner, *, wait: float = 1.0) -> ReplicationStatus:
+    """Raise CommitsBlocked when a write through ``runner`` cannot be acknowledged now:
+    fewer synchronous standbys are connected than the server asks for, or (when this
+    role cannot see them) the runner's last write timed out waiting for one. Waits
+    at most ``wait`` seconds for a connection; raises StorageError subclasses when
+    the server cannot be read."""
+    status = runner.run(replication_status, wait=wait)
+    unseen = status.synchronous_standbys is None and runner.unconfirmed_since is not None
+    if status.missing_standbys or (unseen and status.synchronous_commit in _WAITING_COMMITS):
+        raise CommitsBlocked(STANDBY_NOT_CONNECTED)
     return status

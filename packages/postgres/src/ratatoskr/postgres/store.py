@@ -21,6 +21,8 @@ from ratatoskr.postgres.writes import Perform, run_write
 
 __all__ = ["SchemaStore"]
 
+_PING_WAIT = 1.0
+
 
 class SchemaStore:
     """The database, ledger and clock of one plane's schema (see the module docstring)."""
@@ -51,8 +53,9 @@ class SchemaStore:
         self._db.close()
 
     def _ping(self) -> None:
-        """One round trip to the server; StorageError subclasses when it cannot be reached."""
-        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall())
+        """One round trip to the server, waiting at most a second for a connection (a
+        probe answers quickly); StorageError subclasses when it cannot be reached."""
+        self._db.run(lambda cur: cur.execute(b"SELECT 1").fetchall(), wait=_PING_WAIT)
 
     def _write(self, request: WriteRequest[Any], actor: str, perform: Perform) -> dict[str, Any]:
         """``request`` for ``actor`` exactly once, ``perform`` being the store's SQL."""

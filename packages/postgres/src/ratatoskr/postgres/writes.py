@@ -133,7 +133,8 @@ def run_write(
                 check_quota(usage.read(cur, batch_tenants(request.items)), quota)
         return record_write(entries, request, actor, now)
 
-    return db.run(transaction, mode="write")
+    # The whole call within the database's sync_wait, whatever it waits for.
+    return db.run(transaction, mode="write", bound="call")
 
 
 def revisions_before(rows: list[tuple[Any, ...]], decode: Callable[[str], str]) -> dict[str, int]:

@@ -13,9 +13,12 @@ checked the same way). The ``-wal`` and ``-shm`` beside each file are checked
 like the file (a write is refused when either was removed or replaced, so the
 plane is not ready then), and a filesystem with less free space than
 ``RATATOSKR_DISK_RESERVE_BYTES`` makes its planes "disk full": writes that add
-data answer 507 until space returns (reads and deletes go on). The answer
-names each plane with ``ready`` or what failed — never a path, a count or
-anything stored.
+data answer 507 until space returns (reads and deletes go on). On PostgreSQL the
+read also asks whether a commit can be acknowledged now: with fewer synchronous
+standbys connected than the server requires, every write waits for one (and
+answers 503 after ``RATATOSKR_POSTGRES_SYNC_WAIT_S``), so the plane is not ready
+and says why. The answer names each plane with ``ready`` or what failed — never
+a path, a count or anything stored.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bifrost.auth import ReplayCache
+from ratatoskr.postgres.replication import CommitsBlocked
 from ratatoskr.provider.preflight import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
@@ -71,6 +75,8 @@ class PlaneProbe:
             return DISK_FULL
         try:
             self.read()
+        except CommitsBlocked as exc:  # PostgreSQL: a synchronous standby is missing
+            return exc.message
         except Exception as exc:  # any failure of the read is the finding
             _log.warning("readyz: %s database read failed (%s)", self.plane, type(exc).__name__)
             return "database read failed"

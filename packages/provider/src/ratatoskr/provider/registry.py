@@ -45,7 +45,7 @@ from ratatoskr.memory.sidecar import SUFFIX as INDEX_SUFFIX
 from ratatoskr.memory.sync import cache_verdict
 from ratatoskr.postgres.database import PoolRunner
 from ratatoskr.postgres.replica import ReadReplica
-from ratatoskr.postgres.replication import check_synchronous_standby
+from ratatoskr.postgres.replication import check_commits_complete, check_synchronous_standby
 from ratatoskr.provider.settings import VMP_DSN_REFUSED, Plane, Settings
 from ratatoskr.sqlite import CompactReport, ConnectionOptions, compact_database
 from ratatoskr.vmp import VmpStore, build_vmp_app, is_loopback_host, open_vmp_store
@@ -266,9 +266,13 @@ AffectStore = SqliteAffectStore | PostgresAffectStore
 
 
 def _read_through(store: MemoryStore | AffectStore) -> object:
-    """What /readyz reads: a round trip to the server, or the file's schema version."""
+    """What /readyz reads: a round trip to the server and whether a commit can be
+    acknowledged now (CommitsBlocked when a synchronous standby is missing), or the
+    file's schema version."""
     if isinstance(store, PostgresMemoryStore | PostgresAffectStore):
-        return store.health()
+        health = store.health()
+        check_commits_complete(store.database)
+        return health
     return store.database.schema_version()
 
 
@@ -292,7 +296,8 @@ def _on_postgres(
     read_dsn: Callable[[Settings], str | None],
 ) -> Callable[[pg.Pool, str, Settings], Any]:
     """``open_store`` after the synchronous-standby check (a warning, or a refusal with
-    POSTGRES_REQUIRE_SYNC_STANDBY), with the plane's read replica (the DSN ``read_dsn`` reads)
+    POSTGRES_REQUIRE_SYNC_STANDBY), its writes' wait for the standby bounded by
+    POSTGRES_SYNC_WAIT_S, with the plane's read replica (the DSN ``read_dsn`` reads)
     attached when one is set."""
 
     def open_(pool: pg.Pool, schema: str, s: Settings) -> Any:
@@ -303,6 +308,7 @@ def _on_postgres(
             hint=_SYNC_HINT,
         )
         store = open_store(pool, schema, s)
+        store.database.sync_wait = s.postgres_sync_wait_s
         replica_dsn = read_dsn(s)
         if replica_dsn:
             try:

@@ -113,6 +113,15 @@ class Settings(BaseSettings):
         "(synchronous_standby_names set, synchronous_commit on or remote_apply); false: "
         "a warning.",
     )
+    postgres_sync_wait_s: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="Seconds a PostgreSQL write waits for the synchronous standby to confirm "
+        "its commit; then it answers 503 bifrost.unavailable, not acknowledged (it may be "
+        "committed on the primary only: a retry with the same idempotency key replays it once the standby "
+        "confirms). See docs/scaling.md.",
+    )
     vmp_db: str = Field("var/vmp.db", description="VMP plane database file (or `:memory:`).")
     vmp_dim: int = Field(
         16, ge=1, le=4096, description="VMP vector dimension; fixed when its file is created."
