@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from ratatoskr.sqlite import (
     Written,
 )
 from ratatoskr.sqlite.crashtest import kill_mid_stream
+from ratatoskr.sqlite.grouptest import run_grouped
 from ratatoskr.sqlite.guard import free_bytes
 
 MIGRATIONS = [
@@ -65,30 +65,10 @@ def inserting(
 
 
 def grouped(db: Database, batches: Sequence[Batch]) -> list[Any]:
-    """Submit ``batches`` from a thread each, queued in this order behind a write this
-    test holds, so the first leads one group carrying them all; each one's value or
-    exception."""
+    """Each batch's value or exception, the batches queued in this order (one group)."""
+    assert db.group is not None
     group = db.group
-    assert group is not None
-    out: list[Any] = [None] * len(batches)
-
-    def run(i: int) -> None:
-        try:
-            out[i] = group.submit(batches[i])
-        except BaseException as exc:  # the test looks at it
-            out[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(batches))]
-    with db.write():  # the batches queue behind this transaction
-        for i, thread in enumerate(threads):
-            thread.start()
-            deadline = time.monotonic() + 10
-            while group.queued < i + 1:
-                assert time.monotonic() < deadline, "a batch did not queue"
-                time.sleep(0.001)
-    for thread in threads:
-        thread.join(30)
-    return out
+    return run_grouped(db, [functools.partial(group.submit, b) for b in batches])
 
 
 @pytest.fixture
