@@ -42,6 +42,11 @@ def test_two_tenants_using_the_same_id_never_meet(memory_url: str) -> None:
         assert a.add_texts(["ada's note"], [{"who": "ada"}], ids=["1"]) == ["1"]
         # Without the namespace this write names ada's chunk: 403 Forbidden.
         assert b.add_texts(["bob's note"], [{"who": "bob"}], ids=["1"]) == ["1"]
+        # On the plane: two chunks, two different ids, both ending in ".1".
+        with BifrostClient(memory_url, KEY.encode(), plane="memory", actor="admin") as admin:
+            both = admin.call("scan", {"scope_any": [a_scope, b_scope]})["items"]
+        assert len({r["id"] for r in both}) == 2
+        assert all(r["id"].endswith(".1") for r in both)
         assert a.get_by_ids(["1"]) == [
             Document(id="1", page_content="ada's note", metadata={"who": "ada"})
         ]
@@ -54,7 +59,6 @@ def test_two_tenants_using_the_same_id_never_meet(memory_url: str) -> None:
         assert a.get_by_ids(["1"]) == []
         assert [d.page_content for d in b.get_by_ids(["1"])] == ["bob's note"]
         b.delete()
-    # On the plane they were two chunks with two different ids, both ending in ".1".
     with BifrostClient(memory_url, KEY.encode(), plane="memory", actor="admin") as admin:
         assert admin.call("scan", {"scope_any": [a_scope, b_scope]})["items"] == []
 

@@ -47,8 +47,10 @@ class RatatoskrVectorStore(VectorStore):
 
     ``RatatoskrVectorStore(embedding=…, url="http://host:8765/memory", key=<Heimdall
     key>, scope={"tenant": "acme"}, actor="langchain")``. ``issuer``, ``audience``
-    and ``timeout`` are bifrost's client options. Raises ``InvalidArguments`` for a
-    scope outside the lattice, TypeError when neither ``url`` and ``key`` are given.
+    and ``timeout`` are bifrost's client options; ``calls`` replaces the HTTP clients
+    with another way to the plane (:mod:`langchain_ratatoskr.calls`: what
+    :meth:`local` passes). Raises ``InvalidArguments`` for a scope outside the
+    lattice, TypeError without ``url`` and ``key`` (and no ``calls``).
     """
 
     def __init__(
