@@ -1,5 +1,6 @@
 """LangChain integration of ratatoskr's memory plane: :class:`RatatoskrVectorStore`."""
 
-from langchain_ratatoskr.vectorstore import EmbeddingDimensionMismatch, RatatoskrVectorStore
+from langchain_ratatoskr.limits import EmbeddingDimensionMismatch
+from langchain_ratatoskr.vectorstore import RatatoskrVectorStore
 
 __all__ = ["EmbeddingDimensionMismatch", "RatatoskrVectorStore"]

@@ -31,15 +31,12 @@ from bifrost.scope import validate_record_scope
 from langchain_ratatoskr.calls import HttpCalls, LocalCalls, MemoryCalls
 from langchain_ratatoskr.filters import metadata_filter
 from langchain_ratatoskr.ids import IdNamespace
+from langchain_ratatoskr.limits import EmbeddingDimensionMismatch, check_dim, parts, unique
 from langchain_ratatoskr.records import chunk_ids, to_document, to_records
 
 __all__ = ["EmbeddingDimensionMismatch", "RatatoskrVectorStore"]
 
 Scored = list[tuple[Document, float]]
-
-
-class EmbeddingDimensionMismatch(ValueError):
-    """The embedder's vectors and the memory plane's ``embedding_dim`` differ."""
 
 
 class RatatoskrVectorStore(VectorStore):
@@ -199,10 +196,9 @@ class RatatoskrVectorStore(VectorStore):
         """The records, in batches the plane takes (``max_batch``); raises
         EmbeddingDimensionMismatch before anything is sent."""
         for vector in vectors:
-            _check_dim(len(vector), limits)
+            check_dim(len(vector), limits)
         records = to_records(self.scope, ids, texts, vectors, metadatas)
-        size = int(limits.get("max_batch") or 1000)
-        return [records[i : i + size] for i in range(0, len(records), size)]
+        return parts(records, limits)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete ``ids`` (absent ones are ignored); ``None``: every record this store
@@ -220,7 +216,7 @@ class RatatoskrVectorStore(VectorStore):
         return True
 
     def _delete_chunks(self, chunk_ids: list[str], limits: Mapping[str, Any]) -> None:
-        for part in _parts([c for c in chunk_ids if self._ids.owns(c)], limits):
+        for part in parts([c for c in chunk_ids if self._ids.owns(c)], limits):
             self._calls.call("delete_many", {"ids": part})
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
@@ -237,7 +233,7 @@ class RatatoskrVectorStore(VectorStore):
         return True
 
     async def _adelete_chunks(self, chunk_ids: list[str], limits: Mapping[str, Any]) -> None:
-        for part in _parts([c for c in chunk_ids if self._ids.owns(c)], limits):
+        for part in parts([c for c in chunk_ids if self._ids.owns(c)], limits):
             await self._calls.acall("delete_many", {"ids": part})
 
     def _scan_args(self, after: str | None, limits: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,7 +251,7 @@ class RatatoskrVectorStore(VectorStore):
         """The documents of ``ids`` that exist, in the order asked (each once)."""
         limits = self._limits()
         found: list[Document] = []
-        for part in _parts(_unique(self._ids.chunk_id(i) for i in ids), limits):
+        for part in parts(unique(self._ids.chunk_id(i) for i in ids), limits):
             rows = self._calls.call("get_many", {"ids": part})
             found += [to_document(self._ids, r) for r in rows]
         return found
@@ -263,7 +259,7 @@ class RatatoskrVectorStore(VectorStore):
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         limits = await self._alimits()
         found: list[Document] = []
-        for part in _parts(_unique(self._ids.chunk_id(i) for i in ids), limits):
+        for part in parts(unique(self._ids.chunk_id(i) for i in ids), limits):
             rows = await self._calls.acall("get_many", {"ids": part})
             found += [to_document(self._ids, r) for r in rows]
         return found
@@ -401,7 +397,7 @@ class RatatoskrVectorStore(VectorStore):
         vectors: bool,
     ) -> dict[str, Any]:
         _no_options(kwargs, "search")
-        _check_dim(len(vector), limits)
+        check_dim(len(vector), limits)
         args: dict[str, Any] = {
             "vector": [float(x) for x in vector],
             "top_k": k,
@@ -480,25 +476,6 @@ def _cosine_to_relevance(score: float) -> float:
     return (1.0 + score) / 2.0
 
 
-def _check_dim(n: int, limits: Mapping[str, Any]) -> None:
-    dim = limits.get("embedding_dim")
-    if isinstance(dim, int) and n != dim:
-        raise EmbeddingDimensionMismatch(
-            f"the embedder gives vectors of {n} dimensions, the memory plane stores {dim} "
-            f"(RATATOSKR_MEMORY_EMBEDDING_DIM): use an embedder of {dim} dimensions, or a "
-            f"memory plane of {n}"
-        )
-
-
 def _no_options(kwargs: Mapping[str, Any], verb: str) -> None:
     if kwargs:
         raise TypeError(f"{verb}() got unexpected keyword arguments: {', '.join(sorted(kwargs))}")
-
-
-def _unique(ids: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(ids))
-
-
-def _parts(ids: list[str], limits: Mapping[str, Any]) -> list[list[str]]:
-    size = int(limits.get("max_batch") or 1000)
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
