@@ -18,11 +18,11 @@ import tempfile
 import time
 import uuid
 
-from bifrost.auth import InMemoryReplayCache, ReplayCache
-from ratatoskr.sqlite import SqliteReplayCache
+from bifrost.auth import InMemoryTokenCache, TokenCache
+from ratatoskr.sqlite import SqliteTokenCache
 
 
-def _time(cache: ReplayCache, n: int) -> tuple[list[float], list[float]]:
+def _time(cache: TokenCache, n: int) -> tuple[list[float], list[float]]:
     now = time.time()
     seen: list[float] = []
     added: list[float] = []
@@ -44,7 +44,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _worker(path: str, n: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    cache = SqliteReplayCache(path)
+    cache = SqliteTokenCache(path)
     _, added = _time(cache, n)
     cache.close()
     out.put(added)
@@ -59,8 +59,8 @@ def main() -> int:
     path = os.path.join(tmp, "memory.db.replay")
     rows = []
     for name, cache in (
-        ("in-process (one process only)", InMemoryReplayCache(10 * args.n)),
-        ("SQLite replay file", SqliteReplayCache(path)),
+        ("in-process (one process only)", InMemoryTokenCache(10 * args.n)),
+        ("SQLite replay file", SqliteTokenCache(path)),
     ):
         seen, added = _time(cache, args.n)
         rows.append((name, _pct(seen, 0.5), _pct(added, 0.5), _pct(added, 0.99)))

@@ -1,5 +1,5 @@
 """The JWT matrix through the app (each 401, the store never called) and the
-verifier's own rules (clock, leeway, replay cache)."""
+verifier's own rules (clock, leeway, token cache)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from bifrost.client import mint_token
 from bifrost.consumer.testing.support import KEY, SpyMemoryStore, Wire, envelope_bytes
 from bifrost.errors import Unauthenticated
-from bifrost.reference_server import InMemoryReplayCache, JwtVerifier
+from bifrost.reference_server import InMemoryTokenCache, JwtVerifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -244,8 +244,8 @@ def test_messages_never_echo_token() -> None:
     assert info.value.message == "token signature invalid"
 
 
-def test_replay_cache_drops_expired_and_evicts_oldest_expiring() -> None:
-    cache = InMemoryReplayCache(3)
+def test_token_cache_drops_expired_and_evicts_oldest_expiring() -> None:
+    cache = InMemoryTokenCache(3)
     assert cache.check_and_add("a", 100.0, now=0.0)
     assert not cache.check_and_add("a", 100.0, now=1.0)
     assert cache.check_and_add("b", 50.0, now=1.0)
@@ -259,8 +259,8 @@ def test_replay_cache_drops_expired_and_evicts_oldest_expiring() -> None:
     assert cache.check_and_add("a", 300.0, now=160.0)
 
 
-def test_replay_cache_thread_safe() -> None:
-    cache = InMemoryReplayCache(10_000)
+def test_token_cache_thread_safe() -> None:
+    cache = InMemoryTokenCache(10_000)
     accepted: list[bool] = []
 
     def work() -> None:
@@ -287,9 +287,9 @@ def test_header_checks_never_need_the_body_and_a_wrong_body_does_not_use_the_tok
         v.check_headers(token, plane="memory")  # seen: refused before any body is read
 
 
-def test_a_shared_replay_cache_makes_a_token_single_use_across_verifiers() -> None:
-    shared = InMemoryReplayCache()
-    first, second = JwtVerifier(KEY, replay_cache=shared), JwtVerifier(KEY, replay_cache=shared)
+def test_a_shared_token_cache_makes_a_token_single_use_across_verifiers() -> None:
+    shared = InMemoryTokenCache()
+    first, second = JwtVerifier(KEY, token_cache=shared), JwtVerifier(KEY, token_cache=shared)
     token = hs256(claims(BODY))
     first.verify(token, body=BODY, plane="memory", verb="health")
     with pytest.raises(Unauthenticated, match="token replayed"):
@@ -302,13 +302,13 @@ def test_a_shared_replay_cache_makes_a_token_single_use_across_verifiers() -> No
         second.admit(b, BODY)
 
 
-def test_replay_cache_must_have_both_methods() -> None:
+def test_token_cache_must_have_both_methods() -> None:
     with pytest.raises(TypeError):
-        JwtVerifier(KEY, replay_cache=object())  # type: ignore[arg-type]
+        JwtVerifier(KEY, token_cache=object())  # type: ignore[arg-type]
 
 
-def test_in_memory_replay_cache_seen_honours_expiry() -> None:
-    cache = InMemoryReplayCache(10)
+def test_in_memory_token_cache_seen_honours_expiry() -> None:
+    cache = InMemoryTokenCache(10)
     assert not cache.seen("a", now=0.0)
     assert cache.check_and_add("a", 10.0, now=0.0)
     assert cache.seen("a", now=9.0)

@@ -127,17 +127,17 @@ SURFACE: dict[str, set[str]] = {
     },
     "bifrost.auth": {
         "Claims",
-        "InMemoryReplayCache",
+        "InMemoryTokenCache",
         "JwtVerifier",
         "PendingToken",
-        "ReplayCache",
+        "TokenCache",
         "mint_token",
     },
     "bifrost.reference_server": {
         "Claims",
-        "InMemoryReplayCache",
+        "InMemoryTokenCache",
         "JwtVerifier",
-        "ReplayCache",
+        "TokenCache",
         "mint_token",
     },
     "bifrost.consumer": {
@@ -233,7 +233,7 @@ SURFACE: dict[str, set[str]] = {
 SAME_OBJECT = [
     ("bifrost.reference_server", "JwtVerifier", "bifrost.auth.verifier"),
     ("bifrost.reference_server", "mint_token", "bifrost.auth.tokens"),
-    ("bifrost.auth", "InMemoryReplayCache", "bifrost.auth.replay"),
+    ("bifrost.auth", "InMemoryTokenCache", "bifrost.auth.token_cache"),
     ("bifrost.client", "mint_token", "bifrost.auth.tokens"),
     ("bifrost.consumer.testing", "InMemoryMemoryStore", "bifrost.consumer.testing.memory_store"),
     ("bifrost.consumer.testing", "InMemoryAffectStore", "bifrost.consumer.testing.affect_store"),

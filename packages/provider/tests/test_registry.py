@@ -28,7 +28,7 @@ from ratatoskr.provider.operate import plane_file, run_backup, run_compact, run_
 from ratatoskr.provider.preflight import keys_of, open_planes
 from ratatoskr.provider.registry import PLANE_TABLE, PLANES, Key, entry
 from ratatoskr.provider.settings import ConfigError, Settings
-from ratatoskr.sqlite import inspect_database, replay_path
+from ratatoskr.sqlite import inspect_database, token_cache_path
 
 DSN = "postgresql://user:secret@db.invalid/app"
 
@@ -126,7 +126,7 @@ def test_each_plane_alone_is_served_checked_and_operated(
         if plane.count is not None:
             assert f'ratatoskr_index_rows{{plane="{name}"}} 0.0' in scrape
     path = settings.db_path(name)
-    assert os.path.exists(replay_path(path)) == plane.takes_tokens
+    assert os.path.exists(token_cache_path(path)) == plane.takes_tokens
     expected = plane_file(settings, name)
     assert expected.schema_version == plane.newest_version(settings) >= 1
     fixed = [plane.fixed.key] if plane.fixed else []

@@ -10,7 +10,7 @@ algorithm, issuer, audience, times, lifetime, ``sub``, ``jti``, the plane and
 the grant, and that the ``jti`` has not been seen — so an unauthenticated or
 replayed caller never makes the server buffer a body. Once the body is in,
 :meth:`JwtVerifier.admit` compares ``body_sha256`` and only then remembers the
-``jti`` (atomically, in a :class:`~bifrost.auth.replay.ReplayCache` every
+``jti`` (atomically, in a :class:`~bifrost.auth.token_cache.TokenCache` every
 process of the deployment shares): a token sent with the wrong body is refused
 without being used up. :meth:`JwtVerifier.verify` does both at once.
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import jwt
 
-from bifrost.auth.replay import InMemoryReplayCache, ReplayCache
+from bifrost.auth.token_cache import InMemoryTokenCache, TokenCache
 from bifrost.context import DEFAULT_CONSUMER_ID, DispatchContext
 from bifrost.errors import InvalidArguments, Unauthenticated
 from bifrost.scope import validate_record_scope
@@ -95,9 +95,9 @@ class JwtVerifier:
 
     ``key`` is the shared HS256 secret (non-empty bytes); ``previous_keys`` are
     keys still accepted while Heimdall moves to ``key`` (a rotation without
-    downtime: see the provider's README); ``replay_cache`` is
+    downtime: see the provider's README); ``token_cache`` is
     where accepted ``jti`` values are remembered (default: an
-    :class:`InMemoryReplayCache` of ``replay_cache_size`` entries, one process
+    :class:`InMemoryTokenCache` of ``token_cache_size`` entries, one process
     only); ``clock`` returns seconds since the epoch (injectable for tests).
     """
 
@@ -109,8 +109,8 @@ class JwtVerifier:
         audience: str = DEFAULT_CONSUMER_ID,
         max_lifetime_s: float = 300,
         leeway_s: float = 30,
-        replay_cache_size: int = 100_000,
-        replay_cache: ReplayCache | None = None,
+        token_cache_size: int = 100_000,
+        token_cache: TokenCache | None = None,
         previous_keys: Sequence[bytes] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -120,8 +120,8 @@ class JwtVerifier:
             raise ValueError("key must be non-empty")
         if max_lifetime_s <= 0 or leeway_s < 0:
             raise ValueError("max_lifetime_s must be positive and leeway_s non-negative")
-        if replay_cache is not None and not isinstance(replay_cache, ReplayCache):
-            raise TypeError("replay_cache must have check_and_add() and seen()")
+        if token_cache is not None and not isinstance(token_cache, TokenCache):
+            raise TypeError("token_cache must have check_and_add() and seen()")
         if any(not isinstance(k, bytes | bytearray) or not k for k in previous_keys):
             raise ValueError("previous_keys must be non-empty bytes")
         # The current key first: during a rotation only tokens still signed with a
@@ -132,8 +132,8 @@ class JwtVerifier:
         self.max_lifetime_s = max_lifetime_s
         self.leeway_s = leeway_s
         self._clock = clock
-        self.replay_cache: ReplayCache = (
-            replay_cache if replay_cache is not None else InMemoryReplayCache(replay_cache_size)
+        self.token_cache: TokenCache = (
+            token_cache if token_cache is not None else InMemoryTokenCache(token_cache_size)
         )
 
     def __repr__(self) -> str:  # never show the key
@@ -179,7 +179,7 @@ class JwtVerifier:
         if not isinstance(jti, str) or not 1 <= len(jti) <= MAX_JTI_CHARS:
             raise Unauthenticated("token jti must be a string of 1..256 characters")
         verb, digest, scope = self._bifrost_claim(payload, plane=plane)
-        if self.replay_cache.seen(jti, now):
+        if self.token_cache.seen(jti, now):
             raise Unauthenticated("token replayed")
         claims = Claims(
             actor=sub,
@@ -199,7 +199,7 @@ class JwtVerifier:
         actual = hashlib.sha256(body).hexdigest()
         if not hmac.compare_digest(pending.body_sha256.encode("utf-8"), actual.encode("ascii")):
             raise Unauthenticated("token not minted for this body")
-        if not self.replay_cache.check_and_add(
+        if not self.token_cache.check_and_add(
             pending.claims.token_id, pending.remember_until, self._clock()
         ):
             raise Unauthenticated("token replayed")

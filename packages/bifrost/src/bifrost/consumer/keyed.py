@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
 
-from bifrost.auth import JwtVerifier, ReplayCache
+from bifrost.auth import JwtVerifier, TokenCache
 from bifrost.consumer.app import AppHooks, build_plane_app
 from bifrost.consumer.budget import BodyBudget
 from bifrost.consumer.registration import ConsumerRegistration
@@ -38,8 +38,8 @@ class PlaneAppOptions(TypedDict, total=False):
     """The keyword options of a plane's app builder; an option left out takes the
     default of the object it configures.
 
-    ``issuer``, ``max_lifetime_s``, ``leeway_s``, ``replay_cache_size``,
-    ``replay_cache`` (where accepted token ids are remembered: pass the one every
+    ``issuer``, ``max_lifetime_s``, ``leeway_s``, ``token_cache_size``,
+    ``token_cache`` (where accepted token ids are remembered: pass the one every
     process serving the store shares; default this process's memory only),
     ``previous_keys`` and ``clock`` go to the verifier; ``max_body_bytes`` and
     ``max_json_containers`` to the registration; ``hooks``, ``body_budget``,
@@ -50,8 +50,8 @@ class PlaneAppOptions(TypedDict, total=False):
     issuer: str
     max_lifetime_s: float
     leeway_s: float
-    replay_cache_size: int
-    replay_cache: ReplayCache | None
+    token_cache_size: int
+    token_cache: TokenCache | None
     previous_keys: Sequence[bytes]
     clock: Callable[[], float]
     max_body_bytes: int
@@ -67,8 +67,8 @@ _VERIFIER = (
     "issuer",
     "max_lifetime_s",
     "leeway_s",
-    "replay_cache_size",
-    "replay_cache",
+    "token_cache_size",
+    "token_cache",
     "previous_keys",
     "clock",
 )

@@ -2,6 +2,6 @@
 ``bifrost.reference_server.JwtVerifier``): re-exports of :mod:`bifrost.auth`,
 where authentication lives."""
 
-from bifrost.auth import Claims, InMemoryReplayCache, JwtVerifier, ReplayCache, mint_token
+from bifrost.auth import Claims, InMemoryTokenCache, JwtVerifier, TokenCache, mint_token
 
-__all__ = ["Claims", "InMemoryReplayCache", "JwtVerifier", "ReplayCache", "mint_token"]
+__all__ = ["Claims", "InMemoryTokenCache", "JwtVerifier", "TokenCache", "mint_token"]

@@ -6,7 +6,7 @@ fixed settings (``embedding_dim``) recorded in the schema; typed, content-free
 storage errors mapped from the driver's; the idempotency ledger (bifrost's
 ``Ledger`` inside a transaction) and the write transaction every store's write
 verb runs around its own SQL (``run_write``: bifrost's one write path); the scope
-filter as SQL; bifrost's replay cache shared by every provider process. The
+filter as SQL; bifrost's token cache shared by every provider process. The
 stores themselves live in their planes (``ratatoskr.memory.postgres``,
 ``ratatoskr.affect.postgres``), as the SQLite ones do: this package knows no
 plane.
@@ -29,7 +29,7 @@ from ratatoskr.postgres.ledger import (
     PostgresLedger,
 )
 from ratatoskr.postgres.migrations import MetaSetting, Migration, read_meta, schema_version
-from ratatoskr.postgres.replay import PostgresReplayCache
+from ratatoskr.postgres.token_cache import PostgresTokenCache
 from ratatoskr.postgres.writes import run_write
 from ratatoskr.storage import errors as _storage_errors
 from ratatoskr.storage.errors import *  # noqa: F403  (the storage errors, re-exported below)
@@ -44,7 +44,7 @@ __all__ = [
     "PoolOptions",
     "PostgresDatabase",
     "PostgresLedger",
-    "PostgresReplayCache",
+    "PostgresTokenCache",
     "on_table",
     "open_pool",
     "open_schema",

@@ -6,7 +6,7 @@ is configured to use, the schema version this release migrates each plane to,
 the fixed setting each plane's file records (all from ``registry.PLANE_TABLE``) — and turns
 every refusal into one line naming the setting or flag at fault.
 
-The replay cache beside a plane file (``<db>.replay``) is neither backed up
+The token cache beside a plane file (``<db>.replay``) is neither backed up
 nor replaced by a restore: it remembers token ids only until their tokens
 expire (``RATATOSKR_TOKEN_MAX_LIFETIME_S``, 300 s at most), so a copy is stale
 within minutes, while the live one must stay where it is to keep refusing the
@@ -43,8 +43,8 @@ from ratatoskr.sqlite import (
     StorageUnavailable,
     backup_database,
     database_stats,
-    replay_path,
     restore_database,
+    token_cache_path,
 )
 
 __all__ = [
@@ -91,7 +91,7 @@ def _database_file(settings: Settings, plane: Plane, doing: str) -> str:
 
 
 def _plane_files(settings: Settings) -> list[str]:
-    """Every configured plane file and every file SQLite or a replay cache keeps beside
+    """Every configured plane file and every file SQLite or a token cache keeps beside
     it: none may be a backup's destination or a restore's source."""
     files: list[str] = []
     for plane in PLANES:
@@ -102,7 +102,7 @@ def _plane_files(settings: Settings) -> list[str]:
         # setting names them through the link's target.
         for spelled in dict.fromkeys((path, os.path.realpath(path))):
             files += [spelled, *(f"{spelled}{s}" for s in _SQLITE_BESIDE + entry(plane).beside)]
-        replay = replay_path(path)  # a SQLite file of its own, WAL too
+        replay = token_cache_path(path)  # a SQLite file of its own, WAL too
         files += [replay, *(f"{replay}{s}" for s in _SQLITE_BESIDE)]
     return files
 
@@ -178,8 +178,8 @@ def run_restore(settings: Settings, plane: Plane, source: str, *, out: TextIO) -
     _not_a_plane_file(settings, source, "--from")
     _directory_exists(target, setting)
     expected = plane_file(settings, plane)
-    # The replay cache is claimed too: a provider has it open whenever it serves the plane.
-    also = [replay_path(target)] if entry(plane).takes_tokens else []
+    # The token cache is claimed too: a provider has it open whenever it serves the plane.
+    also = [token_cache_path(target)] if entry(plane).takes_tokens else []
     try:
         result = restore_database(source, target, expected, also_claim=also)
     except InvalidBackup as exc:
@@ -212,7 +212,7 @@ def run_restore(settings: Settings, plane: Plane, source: str, *, out: TextIO) -
 
 def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, dict[str, Any]]:
     """Per plane: its file's figures (``ratatoskr.sqlite.database_stats``) and its
-    replay cache's; ``error`` instead when the file cannot be read."""
+    token cache's; ``error`` instead when the file cannot be read."""
     report: dict[str, dict[str, Any]] = {}
     for plane in planes:
         path = settings.db_path(plane)
@@ -228,7 +228,7 @@ def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, di
         try:
             figures = _stats_dict(database_stats(path, plane=plane))
             if entry(plane).takes_tokens:
-                replay = database_stats(replay_path(path), plane="replay")
+                replay = database_stats(token_cache_path(path), plane="replay")
                 figures["replay"] = {
                     "path": replay.path,
                     "exists": replay.exists,

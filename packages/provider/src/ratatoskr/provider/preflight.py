@@ -14,20 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bifrost.auth import InMemoryReplayCache, ReplayCache
+from bifrost.auth import InMemoryTokenCache, TokenCache
 from ratatoskr import postgres as pg
 from ratatoskr.postgres.migrations import recorded_planes
-from ratatoskr.postgres.replay import REPLAY_PLANE
+from ratatoskr.postgres.token_cache import JTI_CACHE_PLANE
 from ratatoskr.provider.registry import Key, PlaneEntry, entry
 from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn, redact_dsn
 from ratatoskr.sqlite import (
     INTEGRITY_SKIPPED,
     MEMORY_PATH,
-    SqliteReplayCache,
+    SqliteTokenCache,
     StorageError,
     inspect_database,
-    replay_path,
     same_file,
+    token_cache_path,
 )
 from ratatoskr.vmp import is_loopback_host
 
@@ -43,7 +43,7 @@ def db_setting(plane: Plane) -> str:
     return entry(plane).db_setting
 
 
-# One pool per plane per process, shared by its store and its replay cache; size
+# One pool per plane per process, shared by its store and its token cache; size
 # processes x planes x max_size below the server's max_connections (100 by default).
 PG_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
 
@@ -51,11 +51,11 @@ PG_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
 @dataclass
 class ServedPlane:
     """One open plane: its table entry, its store, what ``/readyz`` reads through it,
-    and its replay cache (a plane that takes Heimdall tokens)."""
+    and its token cache (a plane that takes Heimdall tokens)."""
 
     entry: PlaneEntry[Any]
     store: Any
-    replay: ReplayCache | None = None
+    replay: TokenCache | None = None
 
     def read(self) -> object:
         """A read through the store (``/readyz``); raises whatever the store raises."""
@@ -77,26 +77,26 @@ class OpenPlanes:
         return {name: plane.store for name, plane in self.served.items()}
 
     def close(self) -> None:
-        """Close every open store and replay cache, then the pools; idempotent."""
+        """Close every open store and token cache, then the pools; idempotent."""
         if self.closed:
             return
         self.closed = True
         for plane in self.served.values():
             plane.store.close()
         for plane in self.served.values():
-            if isinstance(plane.replay, SqliteReplayCache | pg.PostgresReplayCache):
+            if isinstance(plane.replay, SqliteTokenCache | pg.PostgresTokenCache):
                 plane.replay.close()
         for pool in self.pools:
             pool.close()
 
 
-def open_replay_cache(db_path: str) -> ReplayCache:
-    """The replay cache shared by every process serving the plane file ``db_path``
-    (a file beside it, see ``ratatoskr.sqlite.replay``); an in-memory plane, which
+def open_token_cache(db_path: str) -> TokenCache:
+    """The token cache shared by every process serving the plane file ``db_path``
+    (a file beside it, see ``ratatoskr.sqlite.token_cache``); an in-memory plane, which
     only one process can serve, keeps its own in memory."""
     if db_path == MEMORY_PATH:
-        return InMemoryReplayCache()
-    return SqliteReplayCache(replay_path(db_path))
+        return InMemoryTokenCache()
+    return SqliteTokenCache(token_cache_path(db_path))
 
 
 # A start runs SQLite's integrity check on plane files up to this size (file and
@@ -136,7 +136,7 @@ def database_problems(
     problems = []
     siblings = [path, f"{path}-wal", f"{path}-shm"]
     if plane_entry.takes_tokens:
-        siblings.append(replay_path(path))
+        siblings.append(token_cache_path(path))
     for name in siblings:
         if os.path.exists(name) and os.stat(name).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             problems.append(
@@ -158,7 +158,7 @@ def database_problems(
     if report.integrity not in ("ok", INTEGRITY_SKIPPED):
         problems.append(f"{setting}: {path} fails SQLite's integrity check")
     if plane_entry.takes_tokens:
-        replay = replay_path(path)
+        replay = token_cache_path(path)
         if os.path.exists(replay) and not os.access(replay, os.R_OK | os.W_OK):
             problems.append(f"{setting}: {replay} is not readable and writable")
     return problems
@@ -202,7 +202,7 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
                     "on the server"
                 )
         report.schema_version = pg.schema_version(cur, schema, plane)
-        foreign = [p for p in recorded_planes(cur, schema) if p not in (plane, REPLAY_PLANE)]
+        foreign = [p for p in recorded_planes(cur, schema) if p not in (plane, JTI_CACHE_PLANE)]
         if foreign:
             report.problems.append(
                 f"{setting}: schema {schema} holds the {foreign[0]} plane's data"
@@ -309,11 +309,11 @@ def open_planes(settings: Settings, planes: tuple[Plane, ...]) -> OpenPlanes:
 
 
 def _open(settings: Settings, plane: PlaneEntry[Any], opened: OpenPlanes) -> ServedPlane:
-    """Open ``plane``'s store (and its replay cache when it takes tokens): from a
+    """Open ``plane``'s store (and its token cache when it takes tokens): from a
     PostgreSQL DSN on one new pool per process (each worker opens its own, after
     the fork) shared by the store and the cache, else from its file."""
     path = settings.db_path(plane.name)
-    replay_cache: Callable[[], ReplayCache]
+    token_cache: Callable[[], TokenCache]
     if is_dsn(path):
         if plane.postgres is None:  # the settings refuse such a DSN already
             raise ConfigError(f"{plane.db_setting}: {plane.dsn_refused}")
@@ -321,12 +321,12 @@ def _open(settings: Settings, plane: PlaneEntry[Any], opened: OpenPlanes) -> Ser
         opened.pools.append(pool)
         schema = plane.postgres.schema
         store = plane.postgres.open(pool, schema, settings)
-        replay_cache = functools.partial(pg.PostgresReplayCache, pool, schema=schema)
+        token_cache = functools.partial(pg.PostgresTokenCache, pool, schema=schema)
     else:
         store = plane.open_file(path, settings)
-        replay_cache = functools.partial(open_replay_cache, path)
+        token_cache = functools.partial(open_token_cache, path)
     try:
-        return ServedPlane(plane, store, replay_cache() if plane.takes_tokens else None)
+        return ServedPlane(plane, store, token_cache() if plane.takes_tokens else None)
     except BaseException:
         store.close()
         raise

@@ -7,7 +7,7 @@ checks that the configured path still names the file that was opened (device
 and inode, recorded when the app was built — the check the stores make before
 every write), that it is readable and writable, then reads through the plane's
 own store (what its entry in ``registry.PLANE_TABLE`` reads: the file's schema
-version, a round trip to PostgreSQL, VMP's counters) and asks its replay cache
+version, a round trip to PostgreSQL, VMP's counters) and asks its token cache
 whether it has seen a token (``seen()``, a read of that file, whose path is
 checked the same way). The ``-wal`` and ``-shm`` beside each file are checked
 like the file (a write is refused when either was removed or replaced, so the
@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bifrost.auth import ReplayCache
+from bifrost.auth import TokenCache
 from ratatoskr.postgres.replication import CommitsBlocked
 from ratatoskr.provider.preflight import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
-from ratatoskr.sqlite import MEMORY_PATH, SqliteReplayCache
+from ratatoskr.sqlite import MEMORY_PATH, SqliteTokenCache
 from ratatoskr.sqlite.files import file_identity
 from ratatoskr.sqlite.guard import WAL_SIDECARS, below_reserve
 
@@ -60,7 +60,7 @@ class PlaneProbe:
     plane: str
     read: Callable[[], object]
     files: list[_File] = field(default_factory=list)
-    replay: ReplayCache | None = None
+    replay: TokenCache | None = None
     # Free bytes the plane's filesystem must keep (0: none; see ratatoskr.sqlite.guard).
     reserve_bytes: int = 0
 
@@ -104,7 +104,7 @@ def plane_probes(
         if path != MEMORY_PATH and not is_dsn(path):
             probe.files += _with_sidecars("database", os.path.abspath(path))
             probe.reserve_bytes = settings.disk_reserve_bytes
-        if isinstance(probe.replay, SqliteReplayCache):
+        if isinstance(probe.replay, SqliteTokenCache):
             probe.files += _with_sidecars("replay cache", probe.replay.path)
         probes.append(probe)
     return probes

@@ -4,7 +4,7 @@ A ``PlaneEntry`` says everything the rest of the provider needs to know of a
 plane: its database setting, the setting fixed in its file when it is created,
 how its store opens (from a SQLite path and, when it supports one, from a
 PostgreSQL pool in its schema), how its app is built, which key guards it (a
-plane guarded by the Heimdall key takes tokens, so it has a replay cache), how
+plane guarded by the Heimdall key takes tokens, so it has a token cache), how
 many migrations this release applies to its file, how its file is compacted,
 what ``/readyz`` reads through it and what ``/metrics`` counts in it. Settings,
 preflight, ``doctor``, the app, ``--dev``, the operator commands, readiness,
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, Un
 
 from starlette.applications import Starlette
 
-from bifrost.auth import ReplayCache
+from bifrost.auth import TokenCache
 from bifrost.consumer import AppHooks, BodyBudget
 from bifrost.consumer.keyed import PlaneAppOptions
 from bifrost.fields import fields_setting
@@ -73,7 +73,7 @@ S = TypeVar("S")
 class Key(enum.Enum):
     """The key that guards a plane (the value is how ``doctor`` names it)."""
 
-    HEIMDALL = "heimdall key"  # per-call JWTs: the plane takes tokens and has a replay cache
+    HEIMDALL = "heimdall key"  # per-call JWTs: the plane takes tokens and has a token cache
     VMP = "vmp api key"  # a bearer key; may be unset on a loopback listener
 
 
@@ -98,7 +98,7 @@ class FixedSetting:
 
 @dataclass(frozen=True)
 class PostgresBackend(Generic[S]):
-    """How a plane opens from a PostgreSQL pool: its fixed schema (its replay cache
+    """How a plane opens from a PostgreSQL pool: its fixed schema (its token cache
     lives there too) and the opener."""
 
     schema: str
@@ -108,10 +108,10 @@ class PostgresBackend(Generic[S]):
 @dataclass(frozen=True)
 class AppParts:
     """What a plane's app is built from besides its store: the settings, the plane's
-    replay cache (token planes) and what every plane of the process shares."""
+    token cache (token planes) and what every plane of the process shares."""
 
     settings: Settings
-    replay_cache: ReplayCache | None
+    token_cache: TokenCache | None
     hooks: AppHooks
     body_budget: BodyBudget
     heavy_calls: threading.Semaphore
@@ -152,7 +152,7 @@ class PlaneEntry(Generic[S]):
 
     @property
     def takes_tokens(self) -> bool:
-        """Whether its calls carry Heimdall tokens (so it has a replay cache)."""
+        """Whether its calls carry Heimdall tokens (so it has a token cache)."""
         return self.key is Key.HEIMDALL
 
     def compact(self, path: str, *, full: bool, vectors: bool) -> CompactReport:
@@ -187,7 +187,7 @@ def bifrost_plane_app(builder: BifrostPlaneBuilder) -> Callable[[Any, AppParts],
             issuer=settings.issuer,
             max_lifetime_s=settings.token_max_lifetime_s,
             leeway_s=settings.clock_skew_s,
-            replay_cache=parts.replay_cache,
+            token_cache=parts.token_cache,
             previous_keys=settings.heimdall_previous_keys(),
             max_body_bytes=settings.max_body_bytes,
             max_json_containers=settings.max_json_containers,
@@ -247,8 +247,11 @@ def _memory_limits(settings: Settings) -> _MemoryLimits:
 
 
 def _file(settings: Settings) -> ConnectionOptions:
-    """How a plane's SQLite file is opened: the house defaults and the disk reserve."""
-    return ConnectionOptions(disk_reserve_bytes=settings.disk_reserve_bytes)
+    """How a plane's SQLite file is opened: the house defaults, the disk reserve and
+    group commit."""
+    return ConnectionOptions(
+        disk_reserve_bytes=settings.disk_reserve_bytes, group_commit=settings.group_commit
+    )
 
 
 def _affect_limits(settings: Settings) -> _AffectLimits:

@@ -40,8 +40,8 @@ from ratatoskr.sqlite.group import Written
 from ratatoskr.sqlite.inuse import DatabaseInUse, claim_databases, database_in_use
 from ratatoskr.sqlite.ledger import IdempotencyLedger, LedgerEntry, LedgerTransaction
 from ratatoskr.sqlite.migrations import Migration, read_meta, schema_version
-from ratatoskr.sqlite.replay import SqliteReplayCache, replay_path
 from ratatoskr.sqlite.stats import DatabaseStats, TableStats, database_stats
+from ratatoskr.sqlite.token_cache import SqliteTokenCache, token_cache_path
 from ratatoskr.storage import errors as _storage_errors
 from ratatoskr.storage.errors import *  # noqa: F403  (the storage errors, re-exported below)
 
@@ -63,7 +63,7 @@ __all__ = [
     "Migration",
     "PlaneFile",
     "RestoreResult",
-    "SqliteReplayCache",
+    "SqliteTokenCache",
     "TableStats",
     "Written",
     "backup_database",
@@ -77,11 +77,11 @@ __all__ = [
     "inspect_database",
     "load_sqlite_vec",
     "read_meta",
-    "replay_path",
     "restore_database",
     "same_file",
     "schema_version",
     "sqlite_vec_version",
+    "token_cache_path",
     "translate_errors",
     "verify_plane_file",
 ]

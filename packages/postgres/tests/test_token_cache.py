@@ -1,4 +1,4 @@
-"""The PostgreSQL replay cache: a ``jti`` is accepted once for every process, pool and
+"""The PostgreSQL token cache: a ``jti`` is accepted once for every process, pool and
 reconnect; expiry, bounded pruning, odd ``jti`` values, and bifrost's verifier using it."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from bifrost.auth.replay import ReplayCache
+from bifrost.auth.token_cache import TokenCache
 from bifrost.auth.verifier import JwtVerifier
 from ratatoskr.memory.postgres import open_postgres_memory_store
-from ratatoskr.postgres import Pool, PoolOptions, PostgresReplayCache
-from ratatoskr.postgres.replay import PRUNE_BATCH
+from ratatoskr.postgres import Pool, PoolOptions, PostgresTokenCache
+from ratatoskr.postgres.token_cache import PRUNE_BATCH
 
 NOW = 1_800_000_000.0
 
@@ -25,22 +25,22 @@ def app_name() -> str:
 
 
 @pytest.fixture
-def caches(pg_dsn: str, schema: str, app_name: str) -> Iterator[list[PostgresReplayCache]]:
+def caches(pg_dsn: str, schema: str, app_name: str) -> Iterator[list[PostgresTokenCache]]:
     """Two caches of one schema, each with a pool of its own (two provider processes)."""
     opts = PoolOptions(min_size=2, max_size=4, application_name=app_name)
-    made = [PostgresReplayCache(pg_dsn, schema=schema, pool_options=opts) for _ in range(2)]
+    made = [PostgresTokenCache(pg_dsn, schema=schema, pool_options=opts) for _ in range(2)]
     yield made
     for c in made:
         c.close()
 
 
-def test_is_a_bifrost_replay_cache(caches: list[PostgresReplayCache]) -> None:
-    assert isinstance(caches[0], ReplayCache)
-    verifier = JwtVerifier(b"k" * 32, audience="ratatoskr", replay_cache=caches[0])
-    assert verifier.replay_cache is caches[0]
+def test_is_a_bifrost_token_cache(caches: list[PostgresTokenCache]) -> None:
+    assert isinstance(caches[0], TokenCache)
+    verifier = JwtVerifier(b"k" * 32, audience="ratatoskr", token_cache=caches[0])
+    assert verifier.token_cache is caches[0]
 
 
-def test_single_use_across_two_pools(caches: list[PostgresReplayCache]) -> None:
+def test_single_use_across_two_pools(caches: list[PostgresTokenCache]) -> None:
     a, b = caches
     assert not a.seen("j1", NOW)
     assert a.check_and_add("j1", NOW + 60, NOW) is True
@@ -50,7 +50,7 @@ def test_single_use_across_two_pools(caches: list[PostgresReplayCache]) -> None:
     assert b.check_and_add("j2", NOW + 60, NOW) is True
 
 
-def test_concurrent_check_and_add_accepts_once(caches: list[PostgresReplayCache]) -> None:
+def test_concurrent_check_and_add_accepts_once(caches: list[PostgresTokenCache]) -> None:
     for r in range(5):
         barrier = threading.Barrier(8)
         results: list[bool] = [False] * 8
@@ -69,7 +69,7 @@ def test_concurrent_check_and_add_accepts_once(caches: list[PostgresReplayCache]
         assert sorted(results) == [False] * 7 + [True]
 
 
-def test_expiry(caches: list[PostgresReplayCache]) -> None:
+def test_expiry(caches: list[PostgresTokenCache]) -> None:
     a, b = caches
     assert a.check_and_add("e", NOW + 10, NOW)
     assert b.seen("e", NOW + 9.9)
@@ -78,7 +78,7 @@ def test_expiry(caches: list[PostgresReplayCache]) -> None:
     assert a.check_and_add("e", NOW + 30, NOW + 19) is False
 
 
-def test_pruning_is_bounded(caches: list[PostgresReplayCache]) -> None:
+def test_pruning_is_bounded(caches: list[PostgresTokenCache]) -> None:
     a = caches[0]
     for i in range(PRUNE_BATCH * 2 + 10):
         assert a.check_and_add(f"old{i}", NOW + 1, NOW)
@@ -90,7 +90,7 @@ def test_pruning_is_bounded(caches: list[PostgresReplayCache]) -> None:
     assert len(a) == 4  # the expired rows went 64 a call; the live ones stayed
 
 
-def test_odd_jti_values_are_distinct(caches: list[PostgresReplayCache]) -> None:
+def test_odd_jti_values_are_distinct(caches: list[PostgresTokenCache]) -> None:
     a, b = caches
     odd = ["x\x00", "x\x01", "x", "x\x01\x01", "\ud800", "\udfff", "\x01\x03" + "ed a0 80", "ü"]
     for jti in odd:
@@ -109,7 +109,7 @@ def _terminate(pg_dsn: str, app_name: str) -> int:
     return len(rows)
 
 
-def test_survives_reconnect(caches: list[PostgresReplayCache], pg_dsn: str, app_name: str) -> None:
+def test_survives_reconnect(caches: list[PostgresTokenCache], pg_dsn: str, app_name: str) -> None:
     a, b = caches
     assert a.check_and_add("before", NOW + 60, NOW)
     assert b.seen("before", NOW)  # b has connections too
@@ -124,7 +124,7 @@ def test_survives_reconnect(caches: list[PostgresReplayCache], pg_dsn: str, app_
 
 def test_shares_a_schema_and_pool_with_its_plane(pg_pool: Pool, schema: str) -> None:
     store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=4)
-    cache = PostgresReplayCache(pg_pool, schema=schema)
+    cache = PostgresTokenCache(pg_pool, schema=schema)
     assert cache.check_and_add("j", NOW + 60, NOW)
     assert store.health()["status"] == "ok"
     cache.close()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bifrost.auth import ReplayCache
-from ratatoskr.sqlite import SqliteReplayCache, replay_path
-from ratatoskr.sqlite.replay import PRUNE_BATCH
+from bifrost.auth import TokenCache
+from ratatoskr.sqlite import SqliteTokenCache, token_cache_path
+from ratatoskr.sqlite.token_cache import PRUNE_BATCH
 
 
 @pytest.fixture
@@ -21,10 +21,10 @@ def path(tmp_path: Path) -> str:
     return str(tmp_path / "memory.db.replay")
 
 
-def test_it_is_a_replay_cache_and_a_jti_is_good_once_across_instances(path: str) -> None:
-    a, b = SqliteReplayCache(path), SqliteReplayCache(path)
+def test_it_is_a_token_cache_and_a_jti_is_good_once_across_instances(path: str) -> None:
+    a, b = SqliteTokenCache(path), SqliteTokenCache(path)
     try:
-        assert isinstance(a, ReplayCache)
+        assert isinstance(a, TokenCache)
         assert not b.seen("j1", now=0.0)
         assert a.check_and_add("j1", 100.0, now=0.0)
         assert b.seen("j1", now=1.0)
@@ -33,7 +33,7 @@ def test_it_is_a_replay_cache_and_a_jti_is_good_once_across_instances(path: str)
     finally:
         a.close()
         b.close()
-    reopened = SqliteReplayCache(path)  # a restart remembers
+    reopened = SqliteTokenCache(path)  # a restart remembers
     assert not reopened.check_and_add("j1", 100.0, now=3.0)
     # Past its expiry the entry counts as forgotten (its token is unacceptable anyway).
     assert not reopened.seen("j1", now=100.0)
@@ -42,11 +42,11 @@ def test_it_is_a_replay_cache_and_a_jti_is_good_once_across_instances(path: str)
 
 
 def test_concurrent_admission_of_one_jti_admits_exactly_one(path: str) -> None:
-    caches = [SqliteReplayCache(path) for _ in range(4)]
+    caches = [SqliteTokenCache(path) for _ in range(4)]
     results: list[bool] = []
     barrier = threading.Barrier(8)
 
-    def race(cache: SqliteReplayCache) -> None:
+    def race(cache: SqliteTokenCache) -> None:
         barrier.wait()
         results.append(cache.check_and_add("same", time.time() + 300, time.time()))
 
@@ -61,7 +61,7 @@ def test_concurrent_admission_of_one_jti_admits_exactly_one(path: str) -> None:
 
 
 def test_pruning_is_bounded_per_insert(path: str) -> None:
-    cache = SqliteReplayCache(path)
+    cache = SqliteTokenCache(path)
     for i in range(3 * PRUNE_BATCH):
         cache.check_and_add(f"old{i}", 10.0, now=0.0)
     assert len(cache) == 3 * PRUNE_BATCH
@@ -74,7 +74,7 @@ def test_pruning_is_bounded_per_insert(path: str) -> None:
 
 
 def test_file_is_owner_only_and_the_wal_is_checkpointed(path: str) -> None:
-    cache = SqliteReplayCache(path)
+    cache = SqliteTokenCache(path)
     now = time.time()
     for i in range(3000):
         cache.check_and_add(f"j{i}", now + 300, now)
@@ -95,12 +95,12 @@ def test_file_is_owner_only_and_the_wal_is_checkpointed(path: str) -> None:
     cache.close()
 
 
-def test_replay_path_is_beside_the_real_plane_file(tmp_path: Path) -> None:
+def test_token_cache_path_is_beside_the_real_plane_file(tmp_path: Path) -> None:
     real = tmp_path / "data" / "memory.db"
     real.parent.mkdir()
     real.touch()
     link = tmp_path / "link.db"
     link.symlink_to(real)
-    assert replay_path(str(link)) == str(real) + ".replay"
+    assert token_cache_path(str(link)) == str(real) + ".replay"
     with pytest.raises(ValueError, match="in-memory"):
-        replay_path(":memory:")
+        token_cache_path(":memory:")

@@ -1,14 +1,14 @@
-"""Replay caches: where a verifier remembers the ``jti`` of every token it accepted.
+"""Token caches: where a verifier remembers the ``jti`` of every token it accepted.
 
 A token is good once *per deployment*: every process that serves the same plane
 (workers of one server, the combined provider and a standalone plane, the same
 provider after a restart) must refuse a ``jti`` any of them accepted, until the
 token could no longer be accepted anyway (``exp`` plus the clock-skew leeway).
-The verifier takes any object with this module's :class:`ReplayCache` methods;
+The verifier takes any object with this module's :class:`TokenCache` methods;
 a backend that many processes share provides one (ratatoskr keeps it in a
 small SQLite file beside each plane's database, or in PostgreSQL).
 
-:class:`InMemoryReplayCache` is the single-process implementation: right for
+:class:`InMemoryTokenCache` is the single-process implementation: right for
 tests, in-memory databases and one process that never restarts — nothing else.
 """
 
@@ -18,12 +18,12 @@ import heapq
 import threading
 from typing import Protocol, runtime_checkable
 
-__all__ = ["InMemoryReplayCache", "ReplayCache"]
+__all__ = ["InMemoryTokenCache", "TokenCache"]
 
 
 @runtime_checkable
-class ReplayCache(Protocol):
-    """What a verifier needs of a replay cache. Both methods are thread-safe."""
+class TokenCache(Protocol):
+    """What a verifier needs of a token cache. Both methods are thread-safe."""
 
     def check_and_add(self, jti: str, expires_at: float, now: float) -> bool:
         """Remember ``jti`` until ``expires_at``, atomically for every process that
@@ -37,7 +37,7 @@ class ReplayCache(Protocol):
         ...
 
 
-class InMemoryReplayCache:
+class InMemoryTokenCache:
     """Bounded, thread-safe set of seen ``jti`` values with expiry, one process only.
 
     Expired entries are dropped on every insert; when the cache is still full
@@ -49,7 +49,7 @@ class InMemoryReplayCache:
 
     def __init__(self, size: int = 100_000) -> None:
         if size < 1:
-            raise ValueError("replay_cache_size must be positive")
+            raise ValueError("token_cache_size must be positive")
         self.size = size
         self._lock = threading.Lock()
         self._expiry: dict[str, float] = {}

@@ -1,10 +1,10 @@
-"""The replay cache of a plane, in a small SQLite file beside the plane's database.
+"""The token cache of a plane, in a small SQLite file beside the plane's database.
 
 A Heimdall token is good once for the whole deployment: every process that
 serves a plane's database file — the workers of one server, the combined
 provider and a standalone plane, the same provider after a restart — must
 refuse a ``jti`` that any of them accepted. Keeping the remembered ``jti``
-values in a file *derived from the plane's file* (:func:`replay_path`) makes
+values in a file *derived from the plane's file* (:func:`token_cache_path`) makes
 that automatic: whoever serves the file shares the cache, and no setting can
 point two processes of one deployment at different caches.
 
@@ -35,11 +35,15 @@ from ratatoskr.sqlite.driver import MEMORY_PATH, ConnectionOptions
 from ratatoskr.sqlite.errors import StorageError
 from ratatoskr.sqlite.migrations import Migration
 
-__all__ = ["PRUNE_BATCH", "REPLAY_PLANE", "SqliteReplayCache", "replay_path"]
+__all__ = ["JTI_CACHE_PLANE", "PRUNE_BATCH", "SqliteTokenCache", "token_cache_path"]
 
-REPLAY_PLANE = "replay"
+# On disk the cache keeps its first name ("replay" meant the token cache then): the file
+# <db>.replay, plane "replay" in its version table, table replay_jti. Renaming them would
+# orphan every deployed cache (a provider would open an empty one beside the old and accept
+# again a token already used) and break operators' scripts and backups excluding the file.
+JTI_CACHE_PLANE = "replay"
 CHECKPOINT_EVERY_S = 1.0
-REPLAY_SUFFIX = ".replay"
+JTI_CACHE_SUFFIX = ".replay"
 PRUNE_BATCH = 64
 _MIGRATIONS = [
     Migration(
@@ -56,16 +60,16 @@ _MIGRATIONS = [
 ]
 
 
-def replay_path(db_path: str) -> str:
-    """The replay cache file of the plane database at ``db_path`` (beside it; the real
+def token_cache_path(db_path: str) -> str:
+    """The token cache file of the plane database at ``db_path`` (beside it; the real
     path, so a symlink and its target share one cache)."""
     if db_path == MEMORY_PATH:
         raise ValueError("an in-memory database has no replay file")
-    return os.path.realpath(db_path) + REPLAY_SUFFIX
+    return os.path.realpath(db_path) + JTI_CACHE_SUFFIX
 
 
-class SqliteReplayCache:
-    """bifrost's ``ReplayCache`` over one SQLite file, shared by every process that opens it.
+class SqliteTokenCache:
+    """bifrost's ``TokenCache`` over one SQLite file, shared by every process that opens it.
 
     Raises the StorageError types (from ``ratatoskr.sqlite``) when the file cannot
     be used; the verifier's caller renders them as 500s, never as an acceptance.
@@ -75,7 +79,7 @@ class SqliteReplayCache:
         self.path = path
         self._db = Database(
             path,
-            plane=REPLAY_PLANE,
+            plane=JTI_CACHE_PLANE,
             migrations=_MIGRATIONS,
             options=ConnectionOptions(
                 busy_timeout_ms=busy_timeout_ms, synchronous="NORMAL", wal_autocheckpoint=0

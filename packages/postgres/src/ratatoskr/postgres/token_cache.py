@@ -1,4 +1,4 @@
-"""bifrost's ``ReplayCache`` in PostgreSQL: a token is good once for every provider process.
+"""bifrost's ``TokenCache`` in PostgreSQL: a token is good once for every provider process.
 
 Each plane keeps its remembered ``jti`` values in its own schema (the table
 ``replay_jti``, plane ``replay`` in the version table), the counterpart of the
@@ -32,9 +32,11 @@ from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_
 from ratatoskr.postgres.migrations import Migration
 from ratatoskr.postgres.text import to_db, utf8_encodable
 
-__all__ = ["PRUNE_BATCH", "REPLAY_PLANE", "PostgresReplayCache"]
+__all__ = ["JTI_CACHE_PLANE", "PRUNE_BATCH", "PostgresTokenCache"]
 
-REPLAY_PLANE = "replay"
+# The plane and table keep their first name ("replay" meant the token cache then): a
+# rename would orphan every deployed schema's cache (see ratatoskr.sqlite.token_cache).
+JTI_CACHE_PLANE = "replay"
 PRUNE_BATCH = 64
 _TABLE = "replay_jti"
 
@@ -48,8 +50,8 @@ def _jti_key(jti: str) -> str:
     return "\x01\x03" + jti.encode("utf-8", "surrogatepass").hex()
 
 
-class PostgresReplayCache:
-    """The ``jti`` replay cache of the plane schema ``schema`` (see the module docstring).
+class PostgresTokenCache:
+    """The ``jti`` token cache of the plane schema ``schema`` (see the module docstring).
 
     ``dsn`` is a libpq URI / key=value string (the cache opens and owns a small
     pool) or an open pool to share with the plane's store. Raises ValueError for a
@@ -75,7 +77,7 @@ class PostgresReplayCache:
             dsn,
             lambda db: db,
             schema=schema,
-            plane=REPLAY_PLANE,
+            plane=JTI_CACHE_PLANE,
             migrations=[Migration(1, "remembered jti values", v1)],
             pool_options=pool_options or PoolOptions(max_size=4),
         )
