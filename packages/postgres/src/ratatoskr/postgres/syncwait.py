@@ -69,6 +69,8 @@ __all__ = [
 DEFAULT_SYNC_WAIT = 5.0
 # A cancel request is one short connection to the server; it cannot take longer than this.
 _CANCEL_TIMEOUT = 2.0
+# Seconds between the cancels of a write that has not returned yet.
+_RECANCEL = 0.2
 
 
 class SyncStandbyTimeout(StorageUnavailable):
@@ -117,31 +119,38 @@ def watched(conn: Connection[Any], seconds: float, watchdog: Watchdog) -> Iterat
 
 
 class _Watch:
-    """One COMMIT being watched: cancelled once when its time is up, unless finished."""
+    """One write being watched: once its time is up, its statement is cancelled — again
+    and again until the write returns, since a cancel that reaches the server between
+    two statements (the backend reading the next command) is dropped."""
 
-    __slots__ = ("_conn", "_fired", "_lock", "finished")
+    __slots__ = ("_conn", "_done", "_fired", "_lock", "finished")
 
     def __init__(self, conn: Connection[Any]) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._done = threading.Event()
         self.finished = False
         self._fired = False
 
     def fire(self) -> None:
-        # Under the lock: finish() waits for the cancel to be sent before the caller
-        # closes the connection it was sent for.
-        with self._lock:
-            if self.finished:
+        while True:
+            # Under the lock: finish() waits for a cancel being sent before the caller
+            # closes the connection it was sent for; none is sent after finish().
+            with self._lock:
+                if self.finished:
+                    return
+                self._fired = True
+                # An unreachable server: the statement then fails on its own.
+                with contextlib.suppress(Exception):
+                    self._conn.cancel_safe(timeout=_CANCEL_TIMEOUT)
+            if self._done.wait(_RECANCEL):
                 return
-            self._fired = True
-            # An unreachable server: the COMMIT then fails on its own.
-            with contextlib.suppress(Exception):
-                self._conn.cancel_safe(timeout=_CANCEL_TIMEOUT)
 
     def finish(self) -> bool:
         """Disarm; whether the watch had fired."""
         with self._lock:
             self.finished = True
+            self._done.set()
             return self._fired
 
 
