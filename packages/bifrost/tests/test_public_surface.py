@@ -161,9 +161,7 @@ SURFACE: dict[str, set[str]] = {
     "bifrost.idempotency": {
         "IDEMPOTENCY_CLASSES",
         "MAX_IDEMPOTENCY_KEY_CHARS",
-        "canonical_json",
         "idempotency_id",
-        "json_loads_exact",
         "request_digest",
         "ttl_seconds",
         "validate_idempotency_key",
@@ -242,8 +240,6 @@ SAME_OBJECT = [
     ("bifrost.reference", "run_parity", "bifrost.consumer.testing.conformance.parity"),
     ("bifrost.reference", "MemoryStoreConformance", "bifrost.consumer.testing.conformance.memory"),
     ("bifrost.reference", "AffectStoreConformance", "bifrost.consumer.testing.conformance.affect"),
-    ("bifrost.idempotency", "canonical_json", "bifrost.jsoncodec"),
-    ("bifrost.idempotency", "json_loads_exact", "bifrost.jsoncodec"),
     ("bifrost.consumer", "build_plane_app", "bifrost.consumer.app"),
 ]
 

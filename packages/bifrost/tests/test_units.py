@@ -33,7 +33,8 @@ from bifrost.errors import (
     error_from_wire,
     render_error,
 )
-from bifrost.idempotency import canonical_json, idempotency_id, request_digest, ttl_seconds
+from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
+from bifrost.jsoncodec import canonical_json
 from bifrost.memory import (
     MEMORY_VERBS,
     StoreCapabilities,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bifrost.context import DispatchContext
 from bifrost.envelope import decode_json
 from bifrost.errors import InvalidArguments
-from bifrost.idempotency import json_loads_exact
+from bifrost.jsoncodec import json_loads_exact
 from bifrost.memory.validation import validate_embedding, validate_search, validate_upsert
 from ratatoskr.memory import RatatoskrMemoryStore, records
 from ratatoskr.memory.records import StoredChunk, unit_float64

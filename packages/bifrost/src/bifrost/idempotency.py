@@ -3,8 +3,7 @@
 INV-002: the idempotency id is the 4-tuple ``("default", verb, actor, key)``
 (the class only tunes the TTL); the digest is SHA-256 over the canonical JSON
 of ``{"records": …, "expected_revisions": … or {}}``. The JSON codec itself lives
-in :mod:`bifrost.jsoncodec`; ``canonical_json`` and ``json_loads_exact`` stay
-importable from here.
+in :mod:`bifrost.jsoncodec`.
 """
 
 from __future__ import annotations
@@ -13,14 +12,12 @@ import hashlib
 from typing import Any
 
 from bifrost.errors import InvalidArguments
-from bifrost.jsoncodec import canonical_json, json_loads_exact
+from bifrost.jsoncodec import canonical_json
 
 __all__ = [
     "IDEMPOTENCY_CLASSES",
     "MAX_IDEMPOTENCY_KEY_CHARS",
-    "canonical_json",
     "idempotency_id",
-    "json_loads_exact",
     "request_digest",
     "ttl_seconds",
     "validate_idempotency_key",

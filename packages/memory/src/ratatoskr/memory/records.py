@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from bifrost.idempotency import canonical_json, json_loads_exact
+from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.memory.validation import SearchQuery, ValidatedChunk, embedding_field, search_row
 
 # Little-endian whatever the host, so a file moves between machines unchanged.
