@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -46,6 +46,9 @@ class Exploding(SpyMemoryStore):
         raise RuntimeError(f"boom {CONTENT} {SCOPE} {EMB}")
 
     def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        raise RuntimeError(f"boom {CONTENT} {SCOPE} {EMB}")
+
+    def perform_delete(self, ids: Sequence[str], grant: Mapping[str, str]) -> int:
         raise RuntimeError(f"boom {CONTENT} {SCOPE} {EMB}")
 
 

@@ -4,7 +4,7 @@ arguments (a query object, distinct ids in the order asked) reach ``perform_*``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -44,8 +44,8 @@ class Memory(MemoryReads):
         self.seen.append(("scopes_of", list(ids)))
         return {i: {"tenant": "t"} for i in ids}
 
-    def perform_delete(self, ids: Sequence[str]) -> int:
-        self.seen.append(("delete", list(ids)))
+    def perform_delete(self, ids: Sequence[str], grant: Mapping[str, str]) -> int:
+        self.seen.append(("delete", (list(ids), dict(grant))))
         return len(ids) - 1
 
 
@@ -69,8 +69,8 @@ class Affect(AffectReads):
         self.seen.append(("list", query))
         return {"items": [], "next_after_key": None}
 
-    def perform_delete(self, keys: Sequence[str]) -> int:
-        self.seen.append(("delete", list(keys)))
+    def perform_delete(self, keys: Sequence[str], grant: Mapping[str, str]) -> int:
+        self.seen.append(("delete", (list(keys), dict(grant))))
         return len(keys)
 
 
@@ -95,13 +95,15 @@ def test_memory_reads_hand_validated_arguments_to_the_store() -> None:
     ]
     assert store.scopes_of(["a", "a"]) == {"a": {"tenant": "t"}}
     assert store.delete_many(["a", "b", "a"]) == {"deleted": 1}
+    assert store.delete_many(["a"], grant={"tenant": "t"}) == {"deleted": 0}
     assert store.seen == [
         ("search", SearchQuery([3.0, 4.0], 2, {"tenant": "t"}, [], True)),
         ("get", ["a"]),
         ("get", ["absent"]),
         ("get", ["b", "a"]),
         ("scopes_of", ["a"]),
-        ("delete", ["a", "b"]),
+        ("delete", (["a", "b"], {})),
+        ("delete", (["a"], {"tenant": "t"})),
     ]
 
 
@@ -133,13 +135,15 @@ def test_affect_reads_hand_validated_arguments_to_the_store() -> None:
         "next_after_key": None,
     }
     assert store.delete_many(["k", "k"]) == {"deleted": 1}
+    assert store.delete_many(["k"], grant={"tenant": "t"}) == {"deleted": 1}
     assert store.seen == [
         ("get", ["k"]),
         ("get", ["absent"]),
         ("get", ["k", "j"]),
         ("history", HistoryQuery("k", 5, 3)),
         ("list", ListQuery({}, [{"tenant": "t"}], 2, "m")),
-        ("delete", ["k"]),
+        ("delete", (["k"], {})),
+        ("delete", (["k"], {"tenant": "t"})),
     ]
 
 

@@ -12,17 +12,21 @@ from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing._ledger import PRUNE_PER_WRITE, DictLedger, LedgerEntry
 from bifrost.context import DispatchContext
-from bifrost.errors import IdempotencyConflict, InvalidArguments, RevisionMismatch
+from bifrost.errors import Forbidden, IdempotencyConflict, InvalidArguments, RevisionMismatch
 from bifrost.idempotency import idempotency_id, request_digest
 from bifrost.memory.protocol import MemoryWrites, memory_health
 from bifrost.memory.validation import ValidatedChunk, validate_upsert
 from bifrost.writes import (
     CONFLICT_MESSAGE,
     WriteRequest,
+    check_replaced,
     check_revisions,
+    deletable,
+    outside_grant,
     record_write,
     replay_or_conflict,
     replay_write,
+    under_grant,
     validate_idempotency,
 )
 
@@ -146,6 +150,47 @@ def test_check_revisions_raises_for_the_first_failing_id_in_order() -> None:
     with pytest.raises(RevisionMismatch) as caught:
         check_revisions({"gone": 3}, {})
     assert caught.value.details == {"id": "gone", "expected": 3, "actual": 0}
+
+
+def test_a_record_outside_the_grant_is_absent_to_the_revision_check() -> None:
+    """An expected revision cannot probe another tenant's id: the same 409 as for an
+    absent id; only a write that would otherwise go ahead is Forbidden."""
+    foreign = {"x": {"tenant": "other"}}
+    mine = {"m": {"tenant": "t"}}
+
+    def answer(expected: dict[str, int], scopes: dict[str, dict[str, str]]) -> object:
+        request = under_grant(upsert([chunk("x"), chunk("m")], expected), {"tenant": "t"})
+        revisions = {rid: 4 for rid in scopes}
+        try:
+            check_replaced(request, scopes, revisions)
+        except (RevisionMismatch, Forbidden) as exc:
+            return (type(exc), exc.message, exc.details)
+        return None
+
+    for expected in ({"x": 5}, {"x": 4}, {"m": 1}, {"x": 0, "m": 1}):
+        assert answer(expected, {**foreign, **mine}) == answer(expected, mine), expected
+    assert answer({"x": 4}, mine) == (
+        RevisionMismatch,
+        "revision mismatch: expected 4, actual 0",
+        {"id": "x", "expected": 4, "actual": 0},
+    )
+    refused: tuple[object, ...] = (
+        Forbidden,
+        "existing record 0 lies outside the token's scope grant",
+        {},
+    )
+    assert answer({}, {**foreign, **mine}) == refused
+    assert answer({"x": 0, "m": 4}, {**foreign, **mine}) == refused
+    assert answer({"x": 0, "m": 4}, mine) is None
+    assert outside_grant(upsert([chunk("x")]), foreign) == frozenset()  # no grant
+
+
+def test_deletable_keeps_the_existing_ids_inside_the_grant_in_order() -> None:
+    scopes = {"a": {"tenant": "t", "agent_self": "s"}, "b": {"tenant": "u"}, "c": {}}
+    ids = ["c", "absent", "b", "a"]
+    assert deletable(ids, scopes, {}) == ["c", "b", "a"]
+    assert deletable(ids, scopes, {"tenant": "t"}) == ["a"]
+    assert deletable(ids, scopes, {"tenant": "t", "agent_self": "x"}) == []
 
 
 def test_the_conflict_message_is_the_same_in_both_reference_stores() -> None:

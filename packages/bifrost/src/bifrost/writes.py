@@ -33,10 +33,15 @@ the transaction, ``perform_upsert`` / ``perform_put(request, actor)``.
   under different grants never both succeed on one id; :func:`under_grant` checks
   the batch's own scopes before it); :func:`check_revisions` the one
   optimistic-locking check (:class:`~bifrost.errors.RevisionMismatch` for the
-  first failing id, in the order ``expected_revisions`` gave them), after it
-  (:func:`check_replaced` runs both, in that order); :func:`check_quota`
+  first failing id, in the order ``expected_revisions`` gave them), before it
+  (:func:`check_replaced` runs both, in that order, a record outside the grant
+  counted as absent by the first: an expected revision cannot probe another
+  tenant's ids); :func:`check_quota`
   (:mod:`bifrost.quota`) the one per-tenant quota decision, on the usage the
   write's own rows left, last before the ledger records the write.
+- A delete (``delete_many``) is a write too: the store reads the stored scopes of
+  its ids in the delete's transaction (rows locked) and erases what
+  :func:`deletable` keeps, the ids inside the caller's grant.
 - The backend package provides the ledger (a :class:`Ledger`: ``lookup``,
   ``record``, ``prune``) inside the write's transaction — ``ratatoskr.sqlite``'s
   ``IdempotencyLedger.within(conn)``, the reference stores' dict ledger under
@@ -86,7 +91,9 @@ __all__ = [
     "check_quota",
     "check_replaced",
     "check_revisions",
+    "deletable",
     "digest_of_canonical",
+    "outside_grant",
     "record_write",
     "replay_or_conflict",
     "replay_write",
@@ -309,6 +316,20 @@ def under_grant(request: WriteRequest[ScopedT], grant: Mapping[str, str]) -> Wri
     return dataclasses.replace(request, grant=dict(grant))
 
 
+def outside_grant(
+    request: WriteRequest[Any], scopes: Mapping[str, Mapping[str, str]]
+) -> frozenset[str]:
+    """The ids of ``request`` whose stored scope (``scopes``, read in the write's
+    transaction) lies outside its grant: records of another tenant, which the caller
+    must not be able to tell from absent ones."""
+    grant = request.grant
+    if not grant:
+        return frozenset()
+    return frozenset(
+        rid for rid in request.ids if rid in scopes and not inside_grant(scopes[rid], grant)
+    )
+
+
 def check_existing_grant(
     request: WriteRequest[Any], scopes: Mapping[str, Mapping[str, str]]
 ) -> None:
@@ -320,12 +341,9 @@ def check_existing_grant(
     Raises Forbidden for the first such id in batch order (by its index: never the
     id or a scope value).
     """
-    grant = request.grant
-    if not grant:
-        return
+    foreign = outside_grant(request, scopes)
     for i, rid in enumerate(request.ids):
-        scope = scopes.get(rid)
-        if scope is not None and not inside_grant(scope, grant):
+        if rid in foreign:
             raise Forbidden(f"existing record {i} lies outside the token's scope grant")
 
 
@@ -335,14 +353,35 @@ def check_replaced(
     revisions: Mapping[str, int],
 ) -> None:
     """The checks on what a write replaces, inside its transaction, in their order:
-    the grant (:func:`check_existing_grant` on the stored ``scopes``), then
-    optimistic locking (:func:`check_revisions` on the current ``revisions``) — a
-    record outside the grant is refused before its revision could be told.
+    optimistic locking (:func:`check_revisions` on the current ``revisions``), with a
+    record outside the grant counted as absent (revision 0), then the grant
+    (:func:`check_existing_grant` on the stored ``scopes``). So an
+    ``expected_revisions`` entry ≠ 0 for an id another tenant holds gets exactly the
+    RevisionMismatch an absent id gets (actual 0), and only a write that would
+    otherwise go ahead is Forbidden: neither answer tells whether the id exists
+    elsewhere.
 
-    Raises Forbidden, RevisionMismatch.
+    Raises RevisionMismatch, Forbidden.
     """
-    check_existing_grant(request, scopes)
+    foreign = outside_grant(request, scopes)
+    if foreign:
+        revisions = {rid: rev for rid, rev in revisions.items() if rid not in foreign}
     check_revisions(request.expected, revisions)
+    check_existing_grant(request, scopes)
+
+
+def deletable(
+    ids: Sequence[str], scopes: Mapping[str, Mapping[str, str]], grant: Mapping[str, str]
+) -> list[str]:
+    """The one grant decision of a delete, inside its transaction: of ``ids``, those a
+    delete under ``grant`` (``{}``: unrestricted) erases, in the order of ``ids`` —
+    the ids that exist (``scopes`` holds the stored scope of every id of ``ids`` that
+    exists, read in the transaction that then deletes, its rows locked) and lie inside
+    the grant. An id outside the grant is left as it is and counted as absent, so a
+    concurrent writer moving or creating a record under another grant can never lose
+    it to this delete.
+    """
+    return [rid for rid in ids if rid in scopes and inside_grant(scopes[rid], grant)]
 
 
 def replay_write(
@@ -387,12 +426,11 @@ class OpenWrite:
     replayed: dict[str, Any] | None
 
     def check(self, scopes: Mapping[str, Mapping[str, str]], revisions: Mapping[str, int]) -> None:
-        """The checks on what the write replaces, in their order: the grant
-        (:func:`check_existing_grant` on the stored ``scopes``), then optimistic
-        locking (:func:`check_revisions` on the current ``revisions``) — a record
-        outside the grant is refused before its revision could be told.
+        """The checks on what the write replaces (:func:`check_replaced`): optimistic
+        locking on the current ``revisions`` (a record outside the grant counted as
+        absent), then the grant on the stored ``scopes``.
 
-        Raises Forbidden, RevisionMismatch.
+        Raises RevisionMismatch, Forbidden.
         """
         check_replaced(self.request, scopes, revisions)
 

@@ -48,7 +48,7 @@ from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConf
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
-from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
+from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota, deletable
 from ratatoskr.affect import erase, portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
@@ -200,10 +200,15 @@ class SqliteAffectStore(AffectWrites, AffectReads):
                 "INSERT INTO affect_scope (axis, value, key) VALUES (?, ?, ?)", scope_add
             )
 
-    def perform_delete(self, keys: Sequence[str]) -> int:
-        """Erase current rows, history rows and scope-index rows, in one transaction."""
+    def perform_delete(self, keys: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Erase current rows, history rows and scope-index rows of the keys inside
+        ``grant``, in one transaction that reads their scopes and decides the grant
+        (:func:`~bifrost.writes.deletable`): a key another tenant writes meanwhile
+        stays."""
         with self._db.write() as conn:
             heads = self._heads(conn, keys)
+            scopes = _parse_scopes({key: head[2] for key, head in heads.items()})
+            heads = {key: heads[key] for key in deletable(keys, scopes, grant)}
             erase.remove_keys(conn, heads)
         if heads:
             self._db.erasure.erased()  # flushed by a truncating checkpoint (erase.py)

@@ -1,6 +1,7 @@
 """``dispatch_affect_call``: transport-free dispatch of one affect envelope.
 
-Grant rules (the store stays grant-agnostic):
+Grant rules (reads stay grant-agnostic in the store; writes and deletes decide
+the grant in their transaction):
 - ``put_many``: every record inside the grant, and every key that already
   exists inside it too → else ``Forbidden``, nothing written (decided by the
   store, ``AffectWrites``, after validating the whole batch; the existing keys'
@@ -10,8 +11,10 @@ Grant rules (the store stays grant-agnostic):
   page; revisions whose own scope is outside the grant are dropped from a page
   (so a page may hold fewer than ``limit`` items while a cursor is returned);
 - ``list``: the grant is ANDed into ``scope_all`` (contradiction → ``Forbidden``);
-- ``delete_many``: keys are read first and only those inside the grant are
-  passed to the store (same small race as memory's, see its module doc).
+- ``delete_many``: only keys whose current record lies inside the grant are
+  erased and counted, decided inside the delete's transaction by a store built
+  on :class:`~bifrost.affect.protocol.AffectReads`; any other store is guarded
+  by reading the keys first (the window memory's module doc describes).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bifrost.affect.protocol import AffectDataStore
+from bifrost.affect.protocol import AffectDataStore, AffectReads
 from bifrost.affect.validation import validate_key
 from bifrost.context import DispatchContext
 from bifrost.dispatch import (
@@ -86,6 +89,8 @@ def _list(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
 
 def _delete_many(store: AffectDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     keys, grant = env.args["keys"], ctx.scope
+    if isinstance(store, AffectReads):  # the grant decided in the delete's transaction
+        return store.delete_many(keys, grant=grant)
     if grant:
         keys = [r["key"] for r in store.get_many(keys) if visible(r, grant)]
     return store.delete_many(keys)

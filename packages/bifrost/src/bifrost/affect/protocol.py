@@ -1,10 +1,11 @@
-"""The affect store protocol. Synchronous and grant-agnostic, like memory's."""
+"""The affect store protocol. Synchronous; reads grant-agnostic, writes and deletes
+deciding the grant in their transaction, like memory's."""
 
 from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bifrost.affect.validation import (
@@ -73,7 +74,10 @@ class AffectDataStore(Protocol):
         """``{"items": [newest first], "next_before_revision": int | None}``."""
         ...
 
-    def delete_many(self, keys: list[str]) -> dict[str, Any]: ...
+    def delete_many(self, keys: list[str]) -> dict[str, Any]:
+        """``{"deleted": N}``; a store built on :class:`AffectReads` also takes
+        ``grant=`` (see ``bifrost.memory.protocol.MemoryDataStore.delete_many``)."""
+        ...
 
     def list(
         self,
@@ -208,11 +212,14 @@ class AffectReads(abc.ABC):
             )
         )
 
-    def delete_many(self, keys: _Keys) -> dict[str, Any]:
-        """Erase the current state and all history of each key: ``{"deleted": N}``, N
-        the distinct keys that existed. Raises InvalidArguments."""
+    def delete_many(self, keys: _Keys, *, grant: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Erase the current state and all history of each key whose current record
+        lies inside ``grant`` (None or ``{}``: every one), decided inside the delete's
+        transaction (:func:`bifrost.writes.deletable`): ``{"deleted": N}``, N the
+        distinct keys that existed inside the grant; one outside it is neither erased
+        nor counted. Raises InvalidArguments."""
         wanted = distinct_ids(keys, max_batch=self.max_batch, what="keys")
-        return {"deleted": self.perform_delete(wanted)}
+        return {"deleted": self.perform_delete(wanted, dict(grant or {}))}
 
     @abc.abstractmethod
     def perform_get(self, keys: Sequence[str]) -> _Items:
@@ -228,5 +235,8 @@ class AffectReads(abc.ABC):
         """One validated ``list`` page (see :meth:`list`)."""
 
     @abc.abstractmethod
-    def perform_delete(self, keys: Sequence[str]) -> int:
-        """Erase the distinct ``keys`` with their history; how many existed."""
+    def perform_delete(self, keys: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Erase, with their history, the distinct ``keys`` that
+        :func:`bifrost.writes.deletable` keeps under ``grant``, given the current
+        records' scopes read in the delete's own transaction (rows locked); how many
+        of those existed."""

@@ -16,11 +16,15 @@ around the (grant-agnostic) store, and returns the verb's result or raises a
   dropped again); a store without ``scan`` (:class:`MemoryScan`) answers
   ``UnsupportedVerb`` and its handshake does not list the verb.
 - ``get`` / ``get_many``: records outside the grant are reported absent.
-- ``delete_many``: the ids are first read (``get_many``) and only those inside
-  the grant are passed to the store. A record moved out of the grant between
-  the read and the delete (by a concurrent upsert of another writer) can still
-  be deleted: the window is one store round-trip and needs a writer that holds
-  a wider grant.
+- ``delete_many``: only ids whose stored record lies inside the grant are
+  deleted and counted (others look absent). A store built on
+  :class:`~bifrost.memory.protocol.MemoryReads` decides it itself, inside its
+  delete transaction (:func:`bifrost.writes.deletable` on the scopes read there,
+  rows locked), so a record another tenant writes at the same moment is never
+  lost to this delete. Any other store is guarded here, by reading the scopes
+  first (``scopes_of`` / ``get_many``): a writer under another grant that
+  recreates an id between that read and the delete loses its record, so such a
+  store should decide the grant in its delete itself.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from bifrost.dispatch import (
 from bifrost.envelope import Envelope
 from bifrost.errors import UnsupportedVerb
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
-from bifrost.memory.protocol import MemoryDataStore, MemoryScan, ScopeLookup
+from bifrost.memory.protocol import MemoryDataStore, MemoryReads, MemoryScan, ScopeLookup
 from bifrost.memory.validation import record_id, validate_id
 from bifrost.scope import inside_grant
 
@@ -118,6 +122,8 @@ def _get_many(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> An
 
 def _delete_many(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     ids, grant = env.args["ids"], ctx.scope
+    if isinstance(store, MemoryReads):  # the grant decided in the delete's transaction
+        return store.delete_many(ids, grant=grant)
     if grant:
         if isinstance(store, ScopeLookup):
             ids = _visible_ids(store, ids, grant)

@@ -2,12 +2,12 @@
 app runs them in a worker thread. Reads are grant-agnostic: the library applies
 the token's scope grant before and after each call. Writes take the grant in
 ``ctx`` and decide it in their transaction (:class:`MemoryWrites`, through
-:mod:`bifrost.writes`)."""
+:mod:`bifrost.writes`); so does ``delete_many`` (``grant=``, :class:`MemoryReads`)."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bifrost.context import DispatchContext
@@ -78,7 +78,12 @@ class MemoryDataStore(Protocol):
 
     def get_many(self, ids: list[str]) -> list[dict[str, Any]]: ...
 
-    def delete_many(self, ids: list[str]) -> dict[str, Any]: ...
+    def delete_many(self, ids: list[str]) -> dict[str, Any]:
+        """``{"deleted": N}``. A store built on :class:`MemoryReads` also takes
+        ``grant=`` and decides it inside the delete's transaction; dispatch guards any
+        other store by reading the scopes first (a window a concurrent writer under
+        another grant can use)."""
+        ...
 
 
 @runtime_checkable
@@ -279,10 +284,16 @@ class MemoryReads(abc.ABC):
         validated exactly as ``get_many`` validates them. Raises InvalidArguments."""
         return self.perform_scopes_of(distinct_ids(ids, max_batch=self.max_batch))
 
-    def delete_many(self, ids: list[str]) -> dict[str, Any]:
-        """Delete the chunks of ``ids``: ``{"deleted": N}``, N the distinct ids that
-        existed. Raises InvalidArguments."""
-        return {"deleted": self.perform_delete(distinct_ids(ids, max_batch=self.max_batch))}
+    def delete_many(
+        self, ids: list[str], *, grant: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Delete the chunks of ``ids`` that lie inside ``grant`` (None or ``{}``:
+        every one), decided inside the delete's transaction
+        (:func:`bifrost.writes.deletable`): ``{"deleted": N}``, N the distinct ids that
+        existed inside the grant; one outside it is neither deleted nor counted.
+        Raises InvalidArguments."""
+        wanted = distinct_ids(ids, max_batch=self.max_batch)
+        return {"deleted": self.perform_delete(wanted, dict(grant or {}))}
 
     @abc.abstractmethod
     def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
@@ -306,5 +317,8 @@ class MemoryReads(abc.ABC):
         """``{id: scope}`` of the distinct ``ids`` that exist (each a fresh dict)."""
 
     @abc.abstractmethod
-    def perform_delete(self, ids: Sequence[str]) -> int:
-        """Delete the chunks of the distinct ``ids``; how many existed."""
+    def perform_delete(self, ids: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Delete the chunks of the distinct ``ids`` that :func:`bifrost.writes.deletable`
+        keeps under ``grant``, given the stored scopes read in the delete's own
+        transaction (rows locked: no writer can move or create one of them between
+        the decision and the delete); how many of those existed."""

@@ -9,6 +9,11 @@ sidecar written again from the index without the erased rows, and a truncating
 checkpoint, in the background ~1 s after a delete, at once when ``forget``
 returns.
 
+``delete_many`` (:func:`delete`) decides the caller's grant in its one
+transaction: the stored scopes of its ids are read under ``BEGIN IMMEDIATE`` and
+bifrost's :func:`~bifrost.writes.deletable` keeps those inside the grant, so a
+chunk another tenant writes at the same moment is never erased by it.
+
 ``forget`` works in bounded transactions of :data:`FORGET_BATCH` chunks, each
 re-checking the scope of the rows it erases inside its own transaction, so a
 chunk rewritten into another scope meanwhile stays, and other tenants' writes and
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from bifrost.writes import deletable
 from ratatoskr.memory import changes
 from ratatoskr.sqlite import codec
 
@@ -102,6 +108,22 @@ def erase_chosen(
         store._sync.apply(seq_before, seq, deletes=ids)
         store.database.erasure.erased()
     return ids
+
+
+def delete(store: SqliteMemoryStore, ids: Sequence[str], grant: Mapping[str, str]) -> int:
+    """``delete_many``: one write transaction erasing the chunks of the distinct ``ids``
+    that exist and lie inside ``grant`` (:func:`~bifrost.writes.deletable` on the
+    scopes read in it), expired ones too; how many of those were live."""
+    live: list[int] = []
+
+    def choose(conn: apsw.Connection) -> list[str]:
+        _revisions, scopes = store._heads(conn, ids)
+        chosen = deletable(ids, scopes, grant)
+        live.append(len(chosen) - len(store.retention.expired(conn, chosen)))
+        return chosen
+
+    erase_chosen(store, choose)
+    return live[0]
 
 
 def attach(store: SqliteMemoryStore) -> None:

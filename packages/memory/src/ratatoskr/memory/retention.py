@@ -11,7 +11,7 @@ the write's clock read inside its transaction) is older than ``retention_s``
   Search and scan stay exact: a search whose candidates held expired chunks asks
   the index for more (:func:`widened_top_k`), a scan page that lost some reads on
   after its last id (:func:`scan_live`);
-- **delete_many** erases it without counting it (:func:`delete_counting_live`);
+- **delete_many** erases it without counting it (:func:`ratatoskr.memory.erase.delete`);
 - **an upsert** of its id erases the expired row inside the write's transaction
   and writes a new chunk at revision 1 (:meth:`Retention.drop_heads`);
 - **the sweep** (:class:`Sweeper`, a daemon thread of a serving store) erases
@@ -46,7 +46,6 @@ __all__ = [
     "UPDATED_AT_INDEX_SQL",
     "Retention",
     "Sweeper",
-    "delete_counting_live",
     "scan_live",
     "sweep",
     "widened_top_k",
@@ -179,19 +178,6 @@ def _drop_seen(
 ) -> set[str]:
     seen.append(ids)  # the last call is the snapshot the page used
     return retention.expired(conn, ids)
-
-
-def delete_counting_live(store: SqliteMemoryStore, ids: Sequence[str]) -> int:
-    """Erase the chunks of ``ids`` in one transaction; how many of them were live."""
-    live: list[int] = []
-
-    def choose(conn: apsw.Connection) -> list[str]:
-        present = list(store._revisions(conn, ids))
-        live.append(len(present) - len(store.retention.expired(conn, present)))
-        return present
-
-    erase.erase_chosen(store, choose)
-    return live[0]
 
 
 def sweep(store: SqliteMemoryStore, *, limit: int | None = None, batch: int = SWEEP_BATCH) -> int:

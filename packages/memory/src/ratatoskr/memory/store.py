@@ -256,12 +256,12 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             )
             conn.executemany("UPDATE memory_vec SET embedding = ? WHERE chunk_id = ?", vec_updates)
 
-    def perform_delete(self, ids: Sequence[str]) -> int:
-        """Delete chunks and their index rows in one transaction (then mirror the
-        committed delete into the in-process index); expired chunks go uncounted."""
-        if self.retention.enabled:
-            return retention.delete_counting_live(self, ids)
-        return len(erase.erase_chosen(self, lambda conn: list(self._revisions(conn, ids))))
+    def perform_delete(self, ids: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Delete the chunks inside ``grant`` and their index rows in one transaction,
+        the grant decided in it (:func:`ratatoskr.memory.erase.delete`; then the
+        committed delete mirrored into the in-process index); expired chunks go
+        uncounted."""
+        return erase.delete(self, ids, grant)
 
     def sweep_expired(self, limit: int | None = None) -> int:
         """Erase up to ``limit`` (None: all) expired chunks now, oldest first; how many
@@ -410,18 +410,6 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
     @property
     def database(self) -> Database:
         return self._db
-
-    @staticmethod
-    def _revisions(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for part in _chunks(ids):
-            for chunk_id, revision in conn.execute(
-                "SELECT chunk_id, revision FROM memory_chunks"
-                f" WHERE chunk_id IN ({_placeholders(len(part))})",
-                tuple(part),
-            ):
-                out[str(chunk_id)] = int(revision)
-        return out
 
     @staticmethod
     def _heads(

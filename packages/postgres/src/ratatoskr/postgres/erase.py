@@ -1,4 +1,13 @@
-"""``forget`` on PostgreSQL: the rows of a scope deleted in bounded transactions.
+"""Erasure on PostgreSQL: ``delete_many``'s grant decided on locked rows, and
+``forget``, the rows of a scope deleted in bounded transactions.
+
+A store's ``delete_many`` first locks the rows of its ids (:func:`locked_scopes_sql`,
+``SELECT … ORDER BY key FOR UPDATE``: the key order writers lock rows in) and reads
+their scope columns; bifrost's ``deletable`` keeps the ids inside the caller's grant
+(:func:`granted`), and only those are deleted, in the same transaction. A writer under
+another grant that moved a row waits for or is waited on by the lock, and the scope
+read is the one it committed; a row created after the lock was taken is not among the
+ids chosen: a record another tenant writes is never lost to the delete.
 
 The rows whose scope columns hold every given axis are deleted ``batch`` at a
 time, each batch its own transaction (other tenants' writes wait for one batch at
@@ -12,15 +21,45 @@ the measurements.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from psycopg import Cursor, sql
 
+from bifrost.writes import deletable
 from ratatoskr.postgres.database import PostgresDatabase
-from ratatoskr.postgres.scope import conjunction_sql, filter_params
+from ratatoskr.postgres.scope import (
+    AXIS_COLUMNS,
+    conjunction_sql,
+    filter_params,
+    scope_from_columns,
+)
 
 FORGET_BATCH = 500
+
+
+def locked_scopes_sql(table: sql.Composable, key: str) -> sql.Composed:
+    """The statement of :func:`granted` on ``table``: the ``key`` and scope columns of
+    the rows whose ``key`` is in an array (one parameter), locked ``FOR UPDATE`` in
+    ``key`` order."""
+    return sql.SQL(
+        "SELECT {k}, {axes} FROM {t} WHERE {k} = ANY(%b) ORDER BY {k} FOR UPDATE"
+    ).format(
+        k=sql.Identifier(key),
+        axes=sql.SQL(", ").join(map(sql.Identifier, AXIS_COLUMNS.values())),
+        t=table,
+    )
+
+
+def granted(
+    cur: Cursor[Any], statement: sql.Composed, keys: Sequence[str], grant: Mapping[str, str]
+) -> list[str]:
+    """Of ``keys`` (stored form), those a delete under ``grant`` erases, inside the
+    delete's transaction: their rows locked and their scopes read by ``statement``
+    (:func:`locked_scopes_sql`), then bifrost's ``deletable``. The rows stay locked
+    until the transaction ends."""
+    rows = cur.execute(statement, (list(keys),), binary=True).fetchall()
+    return deletable(keys, {str(r[0]): scope_from_columns(r[1:]) for r in rows}, grant)
 
 
 def forget_rows(

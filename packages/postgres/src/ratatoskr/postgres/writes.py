@@ -22,7 +22,9 @@ The grant is decided the same way, in the same statement: its ``DO UPDATE`` take
 grant), so a row of another tenant — committed before, or by a writer this one
 waited for — is locked but neither changed nor returned. The store then reads
 the scopes of the ids it did not get back (still locked) and bifrost's
-``check_replaced`` refuses the write (``Forbidden``; everything rolled back).
+``check_replaced`` refuses the write (``Forbidden``; or ``RevisionMismatch``, actual
+0, when it expected another revision of such a row, as for an absent id; everything
+rolled back).
 Two writers under different grants creating one id: one inserts, the other
 waits for it, finds the row outside its grant and is refused.
 

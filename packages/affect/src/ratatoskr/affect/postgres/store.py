@@ -39,7 +39,7 @@ from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import portability
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
-from ratatoskr.postgres.erase import forget_rows
+from ratatoskr.postgres.erase import forget_rows, granted, locked_scopes_sql
 from ratatoskr.postgres.scope import (
     AXIS_COLUMNS,
     FilterShape,
@@ -144,6 +144,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
             "SELECT revision, record_json, recorded_at FROM {t}"
             " WHERE key = %s AND revision < %s ORDER BY revision DESC LIMIT %s",
         )
+        self._lock_sql = locked_scopes_sql(cur_t, "key")
         self._delete_current_sql = on_table(
             cur_t, "DELETE FROM {t} WHERE key = ANY(%b) RETURNING key"
         )
@@ -198,16 +199,21 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
 
         return self._write(request, actor, perform)
 
-    def perform_delete(self, keys: Sequence[str]) -> int:
-        """Erase the current state and all history of the distinct ``keys``, in one
-        transaction; how many existed."""
+    def perform_delete(self, keys: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Erase the current state and all history of the distinct ``keys`` inside
+        ``grant``, in one transaction: their current rows locked, the grant decided on
+        the scopes read (:func:`ratatoskr.postgres.erase.granted`); how many existed
+        inside it."""
         wanted = sorted(map(to_db, keys))
         if not wanted:
             return 0
 
         def delete(cur: Cursor[Any]) -> int:
             # Current rows first: they are what writers lock, in the same key order.
-            cur.execute(self._delete_current_sql, (wanted,))
+            chosen = granted(cur, self._lock_sql, wanted, grant)
+            if not chosen:
+                return 0
+            cur.execute(self._delete_current_sql, (chosen,))
             present = [str(r[0]) for r in cur.fetchall()]
             if present:
                 cur.execute(self._delete_history_sql, (present,))

@@ -30,7 +30,7 @@ from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
-from bifrost.writes import WriteRequest, begin_write
+from bifrost.writes import WriteRequest, begin_write, deletable
 
 __all__ = ["InMemoryAffectStore", "rfc3339"]
 
@@ -151,11 +151,14 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
                 for k, c in self._keys.items()
                 if all(c[-1].scope.get(a) == v for a, v in scope.items())
             ]
-        return len(wanted) if dry_run else self.perform_delete(wanted)
+        # Re-checked under the lock: a key rewritten into another scope meanwhile stays.
+        return len(wanted) if dry_run else self.perform_delete(wanted, scope)
 
-    def perform_delete(self, keys: Sequence[str]) -> int:
+    def perform_delete(self, keys: Sequence[str], grant: Mapping[str, str]) -> int:
         with self._lock:
-            present = [k for k in keys if k in self._keys]
+            present = deletable(
+                keys, {k: self._keys[k][-1].scope for k in keys if k in self._keys}, grant
+            )
             self._usage.apply(
                 self._usage.after(
                     (tenant_of(self._keys[k][-1].scope), -1, -self._bytes(k)) for k in present

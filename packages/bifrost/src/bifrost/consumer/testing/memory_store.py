@@ -30,7 +30,7 @@ from bifrost.memory.validation import (
 from bifrost.portability import ExportedChunk, ImportedChunks, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
-from bifrost.writes import WriteRequest, begin_write
+from bifrost.writes import WriteRequest, begin_write, deletable
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -211,11 +211,15 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
                 self._erase(wanted)
             return len(wanted)
 
-    def perform_delete(self, ids: Sequence[str]) -> int:
-        """Erase the chunks of ``ids``; counts the live ones (expired ones go too)."""
+    def perform_delete(self, ids: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Erase the chunks of ``ids`` inside ``grant`` (decided under the lock, where
+        the scopes are read); counts the live ones (expired ones go too)."""
         with self._lock:
-            counted = sum(1 for cid in ids if self._live(cid) is not None)
-            self._erase([cid for cid in ids if cid in self._chunks])
+            chosen = deletable(
+                ids, {cid: self._chunks[cid].scope for cid in ids if cid in self._chunks}, grant
+            )
+            counted = sum(1 for cid in chosen if self._live(cid) is not None)
+            self._erase(chosen)
             return counted
 
     def sweep_expired(self, limit: int | None = None) -> int:

@@ -77,7 +77,7 @@ from ratatoskr.memory.records import (
 )
 from ratatoskr.memory.retention import Sweeper
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
-from ratatoskr.postgres.erase import forget_rows
+from ratatoskr.postgres.erase import forget_rows, granted, locked_scopes_sql
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import (
@@ -235,6 +235,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         self._scopes_sql = sql.SQL(
             "SELECT chunk_id, {axes} FROM {t} WHERE chunk_id = ANY(%b) AND {live}"
         ).format(t=t, axes=axes, live=LIVE_SQL)
+        self._lock_sql = locked_scopes_sql(t, "chunk_id")
         # Expired rows go too, uncounted.
         self._delete_sql = on_table(
             t, "DELETE FROM {t} WHERE chunk_id = ANY(%b) RETURNING updated_at >= %s"
@@ -305,18 +306,23 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             [sizes[i] for i in order],
         )
 
-    def perform_delete(self, ids: Sequence[str]) -> int:
-        """Delete the chunks of the distinct ``ids`` (record and vector are one row) in
-        one statement; how many existed."""
+    def perform_delete(self, ids: Sequence[str], grant: Mapping[str, str]) -> int:
+        """Delete the chunks of the distinct ``ids`` inside ``grant`` (record and vector
+        are one row) in one transaction: their rows locked, the grant decided on the
+        scopes read (:func:`ratatoskr.postgres.erase.granted`), then deleted; how many
+        of them were live."""
         wanted = sorted(map(to_db, ids))
         if not wanted:
             return 0
 
         def delete(cur: Cursor[Any]) -> int:
-            cur.execute(self._delete_sql, (wanted, self._cutoff()))
+            chosen = granted(cur, self._lock_sql, wanted, grant)
+            if not chosen:
+                return 0
+            cur.execute(self._delete_sql, (chosen, self._cutoff()))
             return sum(1 for (live,) in cur.fetchall() if live)
 
-        return self._db.run(delete)
+        return self._db.run(delete, mode="write")
 
     def forget(self, scope: Mapping[str, str], *, dry_run: bool = False) -> int:
         """Erase every chunk whose scope contains ``scope``'s axes, in bounded

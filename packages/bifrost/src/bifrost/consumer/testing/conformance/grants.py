@@ -8,6 +8,13 @@ one tenant each.
 - A malformed write is refused the same way whether its id exists under another
   tenant or not (validation of the whole batch comes before any grant decision), and
   nothing is written.
+- A delete racing another tenant's create, many rounds: tenant A writes and deletes
+  one id over and over from :data:`ATTACKERS` threads while B writes it until
+  acknowledged; B's acknowledged record must survive (a store that decides the
+  delete's grant outside its delete transaction lets A erase it).
+- An ``expected_revisions`` entry ≠ 0 gets the same answer, byte for byte, for an id
+  another tenant holds and for an absent one (a record outside the grant is absent
+  to the revision check), and nothing is written.
 
 Mixed into :class:`~bifrost.consumer.testing.conformance.MemoryStoreConformance` and
 :class:`~bifrost.consumer.testing.conformance.AffectStoreConformance`.
@@ -15,10 +22,12 @@ Mixed into :class:`~bifrost.consumer.testing.conformance.MemoryStoreConformance`
 
 from __future__ import annotations
 
+import itertools
+import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import pytest
@@ -26,14 +35,27 @@ import pytest
 from bifrost.affect.dispatch import dispatch_affect_call
 from bifrost.affect.protocol import AffectDataStore
 from bifrost.consumer.testing.conformance._helpers import basis, chunk, ctx
-from bifrost.errors import BifrostError, Forbidden, InvalidArguments
+from bifrost.errors import BifrostError, Forbidden, InvalidArguments, render_error
 from bifrost.memory.dispatch import dispatch_memory_call
 from bifrost.memory.protocol import MemoryDataStore
 
-__all__ = ["RACE_ROUNDS", "AffectGrantTests", "MemoryGrantTests", "race"]
+__all__ = [
+    "ATTACKERS",
+    "DELETE_RACE_ROUNDS",
+    "RACE_ROUNDS",
+    "AffectGrantTests",
+    "MemoryGrantTests",
+    "delete_race",
+    "race",
+]
 
 RACE_ROUNDS = 60
 """Rounds of :func:`race` each kit test runs (two writers per round)."""
+DELETE_RACE_ROUNDS = 100
+"""Rounds of :func:`delete_race` each kit test runs."""
+ATTACKERS = 4
+"""Threads of tenant A writing and deleting the raced id in :func:`delete_race`."""
+_CREATE_ATTEMPTS = 5000
 
 Outcome = dict[str, Any] | BifrostError
 
@@ -98,6 +120,78 @@ def _one_winner(outcomes: tuple[Outcome, Outcome], round_: int) -> int:
 TENANTS = ("tenant-a", "tenant-b")
 
 
+def _attack(
+    write: Callable[[int, str, str], Any],
+    delete: Callable[[str], Any],
+    rid: str,
+    stop: threading.Event,
+    keys: Iterator[int],
+) -> None:
+    """Tenant A: write ``rid`` then delete it, over and over until ``stop``."""
+    while not stop.is_set():
+        with suppress(BifrostError):
+            write(0, rid, f"a-{next(keys)}")
+        with suppress(BifrostError):
+            delete(rid)
+
+
+def delete_race(
+    write: Callable[[int, str, str], Any],
+    delete: Callable[[str], Any],
+    owner: Callable[[str], str | None],
+    rounds: int = DELETE_RACE_ROUNDS,
+) -> int:
+    """``rounds`` rounds, each on a new id: :data:`ATTACKERS` threads of tenant A
+    (``write(0, id, key)`` then ``delete(id)``, errors ignored) over and over while B
+    writes the id (``write(1, id, key)``, a fresh ``key`` each attempt) until it is
+    acknowledged; then A stops, and ``owner(id)`` (the stored record's tenant) must be
+    B's. Returns the rounds in which B was acknowledged (at least half must be: the
+    test cannot pass by never racing)."""
+    keys = itertools.count()
+    acked = 0
+    for r in range(rounds):
+        rid = f"delete-race-{r}"
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=_attack, args=(write, delete, rid, stop, keys))
+            for _ in range(ATTACKERS)
+        ]
+        for th in threads:
+            th.start()
+        try:
+            ok = False
+            for attempt in range(_CREATE_ATTEMPTS):
+                try:
+                    write(1, rid, f"b-{rid}-{attempt}")
+                except Forbidden:
+                    continue
+                ok = True
+                break
+        finally:
+            stop.set()
+            for th in threads:
+                th.join()
+        if ok:
+            acked += 1
+            held = owner(rid)
+            assert held == TENANTS[1], (
+                f"round {r}: tenant-b's acknowledged record is "
+                f"{'gone' if held is None else 'held by ' + held} after tenant-a's deletes"
+            )
+    assert acked * 2 >= rounds, f"tenant-b was acknowledged in only {acked} of {rounds} rounds"
+    return acked
+
+
+def _wire_answer(write: Callable[[], Any], plane: str) -> str:
+    """The response body a refused write gets on the wire (status and JSON), as text."""
+    try:
+        write()
+    except BifrostError as exc:
+        status, body = render_error(exc, plane=plane, call_id="probe")
+        return json.dumps([status, body], sort_keys=True)
+    raise AssertionError("the probe was written")
+
+
 class MemoryGrantTests:
     """The write grant, memory plane (needs the kit's ``store`` fixture)."""
 
@@ -156,6 +250,49 @@ class MemoryGrantTests:
         assert store.get("probe") == before
         assert store.get("x") is None
 
+    def test_a_delete_racing_another_tenants_create_leaves_it(self, store: MemoryDataStore) -> None:
+        calls = [ctx(f"agent-{t}", {"tenant": t}, verb="upsert_many") for t in TENANTS]
+        deleter = ctx("agent-tenant-a", {"tenant": TENANTS[0]}, verb="delete_many")
+
+        def write(t: int, cid: str, key: str) -> Any:
+            rec = chunk(cid, basis(t), {"tenant": TENANTS[t]}, content=TENANTS[t])
+            return dispatch_memory_call(store, _env("upsert_many", key, records=[rec]), calls[t])
+
+        def delete(cid: str) -> Any:
+            return dispatch_memory_call(store, _env("delete_many", "d", ids=[cid]), deleter)
+
+        def owner(cid: str) -> str | None:
+            got = store.get(cid)
+            return None if got is None else str(got["scope"].get("tenant"))
+
+        with _eager_switching():
+            delete_race(write, delete, owner)
+
+    def test_an_expected_revision_does_not_tell_whether_another_tenant_holds_the_id(
+        self, store: MemoryDataStore
+    ) -> None:
+        prober = ctx("prober", {"tenant": "mine"}, verb="upsert_many")
+        records = [chunk("held", basis(1), {"tenant": "mine"})]
+
+        def probe(key: str, expected: dict[str, int]) -> Any:
+            env = _env("upsert_many", key, records=records, expected_revisions=expected)
+            return dispatch_memory_call(store, env, prober)
+
+        absent = _wire_answer(lambda: probe("p-absent", {"held": 5}), "memory")
+        assert store.get("held") is None
+        owner = ctx("owner", {"tenant": "other"}, verb="upsert_many")
+        rec = chunk("held", basis(0), {"tenant": "other"})
+        dispatch_memory_call(store, _env("upsert_many", "seed", records=[rec]), owner)
+        before = store.get("held")
+        foreign = _wire_answer(lambda: probe("p-foreign", {"held": 5}), "memory")
+        assert foreign == absent
+        assert '"actual": 0' in absent and "memory.revision_mismatch" in absent
+        # A write that would otherwise go ahead is refused for the grant.
+        for i, expected in enumerate(({}, {"held": 0})):
+            with pytest.raises(Forbidden):
+                probe(f"p-write-{i}", expected)
+        assert store.get("held") == before
+
 
 class AffectGrantTests:
     """The write grant, affect plane (needs the kit's ``store`` fixture)."""
@@ -209,3 +346,45 @@ class AffectGrantTests:
         ]
         assert store.history("probe") == before
         assert store.get("x") is None
+
+    def test_a_delete_racing_another_tenants_create_leaves_it(self, store: AffectDataStore) -> None:
+        calls = [ctx(f"agent-{t}", {"tenant": t}, plane="affect", verb="put_many") for t in TENANTS]
+        deleter = ctx("agent-tenant-a", {"tenant": TENANTS[0]}, plane="affect", verb="delete_many")
+
+        def write(t: int, key: str, idem: str) -> Any:
+            rec = {"key": key, "scope": {"tenant": TENANTS[t]}, "by": TENANTS[t]}
+            return dispatch_affect_call(store, _env("put_many", idem, records=[rec]), calls[t])
+
+        def delete(key: str) -> Any:
+            return dispatch_affect_call(store, _env("delete_many", "d", keys=[key]), deleter)
+
+        def owner(key: str) -> str | None:
+            got = store.get(key)
+            return None if got is None else str(got["scope"].get("tenant"))
+
+        with _eager_switching():
+            delete_race(write, delete, owner)
+
+    def test_an_expected_revision_does_not_tell_whether_another_tenant_holds_the_key(
+        self, store: AffectDataStore
+    ) -> None:
+        prober = ctx("prober", {"tenant": "mine"}, plane="affect", verb="put_many")
+        records = [{"key": "held", "scope": {"tenant": "mine"}, "v": 2}]
+
+        def probe(idem: str, expected: dict[str, int]) -> Any:
+            env = _env("put_many", idem, records=records, expected_revisions=expected)
+            return dispatch_affect_call(store, env, prober)
+
+        absent = _wire_answer(lambda: probe("p-absent", {"held": 5}), "affect")
+        assert store.get("held") is None
+        owner = ctx("owner", {"tenant": "other"}, plane="affect", verb="put_many")
+        rec = {"key": "held", "scope": {"tenant": "other"}, "v": 1}
+        dispatch_affect_call(store, _env("put_many", "seed", records=[rec]), owner)
+        before = store.history("held")
+        foreign = _wire_answer(lambda: probe("p-foreign", {"held": 5}), "affect")
+        assert foreign == absent
+        assert '"actual": 0' in absent and "affect.revision_mismatch" in absent
+        for i, expected in enumerate(({}, {"held": 0})):
+            with pytest.raises(Forbidden):
+                probe(f"p-write-{i}", expected)
+        assert store.history("held") == before
