@@ -15,10 +15,10 @@ from typing import Any
 import jwt
 import pytest
 
+from bifrost.auth import InMemoryTokenCache, JwtVerifier
 from bifrost.client import mint_token
 from bifrost.consumer.testing.support import KEY, SpyMemoryStore, Wire, envelope_bytes
 from bifrost.errors import Unauthenticated
-from bifrost.reference_server import InMemoryTokenCache, JwtVerifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -1,7 +1,6 @@
-"""The verifier's historical home (the seed contract names
-``bifrost.reference_server.JwtVerifier``): re-exports of :mod:`bifrost.auth`,
-where authentication lives."""
+"""The seed contract's import path for the verifier,
+``bifrost.reference_server.JwtVerifier``; it lives in :mod:`bifrost.auth`."""
 
-from bifrost.auth import Claims, InMemoryTokenCache, JwtVerifier, TokenCache, mint_token
+from bifrost.auth import JwtVerifier
 
-__all__ = ["Claims", "InMemoryTokenCache", "JwtVerifier", "TokenCache", "mint_token"]
+__all__ = ["JwtVerifier"]

@@ -1,7 +1,5 @@
 """Reference stores (the authoritative behaviour) and, in
-``bifrost.consumer.testing.conformance``, the pytest conformance kit. Both are
-also reachable, under the name that says what they are, from
-:mod:`bifrost.reference`."""
+``bifrost.consumer.testing.conformance``, the pytest conformance kit."""
 
 from bifrost.consumer.testing.affect_store import InMemoryAffectStore
 from bifrost.consumer.testing.memory_store import InMemoryMemoryStore
