@@ -14,13 +14,10 @@ from ratatoskr.provider.testing import ServerProcess, start_serve
 
 KEY = "e2e-heimdall-key-0123456789abcdef"
 
-# The name the cross-package tests have always used for a started provider.
-Server = ServerProcess
-
 
 def start_server(
     args: list[str], env: dict[str, str], cwd: Path, preexec_fn: Callable[[], None] | None = None
-) -> Server:
+) -> ServerProcess:
     """``python -m ratatoskr.provider <args>`` (``args`` starts with ``serve``), ready to
     serve; ``preexec_fn`` runs in the child before it starts (e.g. to set limits)."""
     return start_serve(args, env, cwd, preexec_fn=preexec_fn)
@@ -40,7 +37,7 @@ def server_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(server_env: dict[str, str], tmp_path: Path) -> Iterator[Server]:
+def server(server_env: dict[str, str], tmp_path: Path) -> Iterator[ServerProcess]:
     s = start_server(["serve"], server_env, tmp_path)
     yield s
     # SIGTERM (so a measured child writes its coverage), SIGKILL if it lingers; then

@@ -11,15 +11,16 @@ import httpx
 import pytest
 
 from bifrost.client import build_envelope, mint_token
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server
+from .conftest import KEY
 
 pytestmark = pytest.mark.slow
 GRANT = {"tenant": "t"}
 VMP_AUTH = {"Authorization": "Bearer e2e-vmp-key-0123456789"}
 
 
-def _memory_upsert(server: Server, headers: dict[str, str]) -> httpx.Response:
+def _memory_upsert(server: ServerProcess, headers: dict[str, str]) -> httpx.Response:
     record = {"id": "x", "embedding": [1.0] * 8, "scope": GRANT}
     body = build_envelope("upsert_many", {"records": [record]}, idempotency_key="k")
     token = mint_token(
@@ -32,7 +33,7 @@ def _memory_upsert(server: Server, headers: dict[str, str]) -> httpx.Response:
     )
 
 
-def _memory_count(server: Server) -> int:
+def _memory_count(server: ServerProcess) -> int:
     body = build_envelope("get", {"chunk_id": "x"})
     token = mint_token(KEY.encode(), plane="memory", verb="get", body=body, actor="a", scope=GRANT)
     resp = httpx.post(
@@ -44,13 +45,13 @@ def _memory_count(server: Server) -> int:
     return 0 if resp.json()["result"] is None else 1
 
 
-def _vmp_records(server: Server) -> int:
+def _vmp_records(server: ServerProcess) -> int:
     resp = httpx.get(f"{server.base_url}/vmp/health", headers=VMP_AUTH)
     assert resp.status_code == 200
     return int(resp.json()["records"])
 
 
-def test_a_foreign_host_reaches_no_plane(server: Server) -> None:
+def test_a_foreign_host_reaches_no_plane(server: ServerProcess) -> None:
     evil = {"Host": "attacker.example", "Content-Type": "application/json"}
     resp = _memory_upsert(server, evil)
     assert resp.status_code == 400
@@ -82,7 +83,9 @@ def test_a_foreign_host_reaches_no_plane(server: Server) -> None:
 @pytest.mark.parametrize(
     "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
 )
-def test_a_cross_site_simple_request_writes_nothing(server: Server, content_type: str) -> None:
+def test_a_cross_site_simple_request_writes_nothing(
+    server: ServerProcess, content_type: str
+) -> None:
     headers = {"Content-Type": content_type, "Origin": "https://attacker.example"}
     resp = _memory_upsert(server, headers)
     assert resp.status_code == 400

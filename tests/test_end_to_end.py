@@ -14,9 +14,10 @@ from bifrost.errors import Forbidden, IdempotencyConflict, RevisionMismatch
 from ratatoskr.affect import open_affect_store
 from ratatoskr.memory import open_memory_store
 from ratatoskr.memory.testing import chunk, one_hot
+from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.vmp import open_vmp_store
 
-from .conftest import KEY, Server
+from .conftest import KEY
 
 
 def emb(i: int) -> list[float]:
@@ -25,7 +26,7 @@ def emb(i: int) -> list[float]:
 
 @pytest.mark.slow
 def test_every_verb_over_a_real_socket_then_sigterm(
-    server: Server, server_env: dict[str, str]
+    server: ServerProcess, server_env: dict[str, str]
 ) -> None:
     grant = {"tenant": "acme"}
     memory = BifrostClient(

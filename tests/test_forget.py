@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from bifrost.client import BifrostClient
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server
+from .conftest import KEY
 from .test_operate import cli
 
 USER = "forget-me-user-91c3"
@@ -59,7 +60,7 @@ def leaked(tmp_path: Path, needle: bytes) -> list[str]:
 
 
 def test_forget_beside_a_serving_provider(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url)
     mem, aff = client(server.base_url, "memory"), client(server.base_url, "affect")

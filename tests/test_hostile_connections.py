@@ -18,7 +18,9 @@ import httpx
 import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 
-from .conftest import Server, start_server
+from ratatoskr.provider.testing import ServerProcess
+
+from .conftest import start_server
 
 pytestmark = pytest.mark.slow
 DEADLINE_S = 1.0
@@ -29,13 +31,13 @@ def fast_deadline_env(server_env: dict[str, str]) -> dict[str, str]:
     return {**server_env, "RATATOSKR_REQUEST_TIMEOUT_S": str(DEADLINE_S)}
 
 
-def _addr(server: Server) -> tuple[str, int]:
+def _addr(server: ServerProcess) -> tuple[str, int]:
     host, port = server.base_url.removeprefix("http://").split(":")
     return host, int(port)
 
 
 @contextlib.contextmanager
-def _sockets(server: Server, n: int) -> Iterator[list[socket.socket]]:
+def _sockets(server: ServerProcess, n: int) -> Iterator[list[socket.socket]]:
     opened: list[socket.socket] = []
     try:
         for _ in range(n):
@@ -57,7 +59,7 @@ def _closed_by_server(s: socket.socket, within: float) -> bool:
         return True
 
 
-def _healthy(server: Server, timeout: float = 2.0) -> bool:
+def _healthy(server: ServerProcess, timeout: float = 2.0) -> bool:
     try:
         return httpx.get(f"{server.base_url}/healthz", timeout=timeout).status_code == 200
     except httpx.HTTPError:
@@ -146,7 +148,7 @@ def test_idle_sockets_are_still_closed_at_the_deadline_under_256_fds(
         server.stop()
 
 
-def test_unauthenticated_bodies_are_never_buffered(server: Server) -> None:
+def test_unauthenticated_bodies_are_never_buffered(server: ServerProcess) -> None:
     """64 connections each declaring an 8 MiB body and sending all but one byte, with
     no token: answered 401 from the headers; the server's RSS barely moves."""
     proc = psutil.Process(server.proc.pid)

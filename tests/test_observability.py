@@ -23,8 +23,9 @@ from bifrost.client import BifrostClient, build_envelope, mint_token
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.observe import CALL_FIELDS, log_config
 from ratatoskr.provider.settings import Settings
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server, start_server
+from .conftest import KEY, start_server
 
 VMP_KEY = "e2e-vmp-key-0123456789"
 DIM = 8
@@ -105,7 +106,7 @@ def total(
     )
 
 
-def _stop(server: Server) -> None:
+def _stop(server: ServerProcess) -> None:
     if server.proc.poll() is None:
         server.stop()
 

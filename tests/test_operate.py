@@ -22,8 +22,9 @@ import httpx
 import pytest
 
 from bifrost.client import BifrostClient
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server, start_server
+from .conftest import KEY, start_server
 
 pytestmark = pytest.mark.slow
 GRANT = {"tenant": "acme"}
@@ -123,7 +124,7 @@ def seed(base: str, n: int) -> None:
 
 
 def test_backup_while_writers_write(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url, 3000)
     with (
@@ -153,7 +154,7 @@ def test_backup_while_writers_write(
 
 
 def test_restore_refused_while_a_provider_has_the_file_open(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url, 10)
     backup = tmp_path / "memory.bak"
@@ -197,7 +198,7 @@ def _nothing() -> Iterator[None]:
 
 
 def test_stats_beside_a_serving_provider(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url, 700)
     with writing(server.base_url, "memory", "s") as writer:
@@ -213,7 +214,7 @@ def test_stats_beside_a_serving_provider(
 
 
 def test_readyz_when_a_file_goes_or_cannot_be_used(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     url = f"{server.base_url}/readyz"
     ready = httpx.get(url)

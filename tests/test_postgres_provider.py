@@ -30,8 +30,9 @@ from ratatoskr.provider.cli import load_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.preflight import open_planes, preflight
 from ratatoskr.provider.settings import ConfigError, Settings, redact_dsn
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server, start_server
+from .conftest import KEY, start_server
 from .test_single_use import GRANT, Captured, record, refused_as_replay
 
 pytestmark = pytest.mark.slow
@@ -81,7 +82,7 @@ def test_two_providers_share_one_database(database: str, tmp_path: Path) -> None
         "RATATOSKR_HEIMDALL_KEY": KEY,
         "RATATOSKR_PORT": "0",
     }
-    servers: list[Server] = []
+    servers: list[ServerProcess] = []
     try:
         # The second with two workers: each opens its own pool after the fork.
         for extra in ([], ["--workers", "2"]):

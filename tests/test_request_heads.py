@@ -14,7 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from .conftest import Server, start_server
+from ratatoskr.provider.testing import ServerProcess
+
+from .conftest import start_server
 
 pytestmark = pytest.mark.slow
 CAP = 65536  # the defaults: RATATOSKR_MAX_HEAD_BYTES, RATATOSKR_MAX_HEADERS
@@ -26,7 +28,7 @@ HEALTH = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
+) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp(f"heads{request.param}")
     env = {
         "RATATOSKR_MEMORY_DB": str(root / "memory.db"),
@@ -42,14 +44,14 @@ def served(
     server.close()
 
 
-def _connect(server: Server) -> socket.socket:
+def _connect(server: ServerProcess) -> socket.socket:
     host, port = server.base_url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
 
-def _exchange(server: Server, *pieces: bytes, pause: float = 0.0) -> tuple[list[int], bool]:
+def _exchange(server: ServerProcess, *pieces: bytes, pause: float = 0.0) -> tuple[list[int], bool]:
     """Send ``pieces`` (``pause`` apart, so the server reads them apart), then read until
     the server closes or goes quiet; the statuses answered, and whether it closed."""
     with _connect(server) as sock:
@@ -89,7 +91,7 @@ def _many_headers(count: int) -> bytes:
     return HEALTH + b"Connection: close\r\n" + b"X-H: v\r\n" * (count - 2) + b"\r\n"
 
 
-def test_an_oversized_head_is_refused_431_and_closed(served: Server) -> None:
+def test_an_oversized_head_is_refused_431_and_closed(served: ServerProcess) -> None:
     mib = HEALTH + b"X-Big: " + b"b" * (1024 * 1024) + b"\r\n\r\n"
     assert _exchange(served, mib) == ([431], True)
     # The same megabyte in 4 KiB reads: refused once the cap is passed, not at the end.
@@ -100,13 +102,13 @@ def test_an_oversized_head_is_refused_431_and_closed(served: Server) -> None:
     assert _exchange(served, over[:-2], over[-2:], pause=0.05) == ([431], True)
 
 
-def test_too_many_headers_are_refused_431_and_closed(served: Server) -> None:
+def test_too_many_headers_are_refused_431_and_closed(served: ServerProcess) -> None:
     assert _exchange(served, _many_headers(10_000)) == ([431], True)
     assert _exchange(served, _many_headers(HEADERS + 1)) == ([431], True)
     assert _exchange(served, _many_headers(HEADERS)) == ([200], True)
 
 
-def test_heads_at_the_cap_are_served(served: Server) -> None:
+def test_heads_at_the_cap_are_served(served: ServerProcess) -> None:
     head = _head(CAP, close=True)
     assert _exchange(served, head) == ([200], True)
     # In pieces, with the blank line split over reads at each of its three joints.
@@ -116,7 +118,7 @@ def test_heads_at_the_cap_are_served(served: Server) -> None:
     assert _exchange(served, *many, pause=0.001) == ([200], True)
 
 
-def test_pipelined_requests_are_each_counted_from_their_first_byte(served: Server) -> None:
+def test_pipelined_requests_are_each_counted_from_their_first_byte(served: ServerProcess) -> None:
     body = b"x" * 200_000  # a body of known length: skipped exactly, never counted as head
     post = b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body)
     statuses, closed = _exchange(served, post + body + _head(CAP) + _head(CAP, close=True))

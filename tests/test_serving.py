@@ -24,8 +24,9 @@ from bifrost.consumer.testing.helpers import envelope_bytes, signed_headers
 from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
 from ratatoskr.provider.serving import bind_socket, connection_cap
 from ratatoskr.provider.settings import Settings
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server
+from .conftest import KEY
 
 
 def test_accepted_connections_have_tcp_nodelay() -> None:
@@ -69,7 +70,7 @@ def _p50_ms(call: object, n: int = 30) -> float:
 
 
 @pytest.mark.slow
-def test_sequential_keep_alive_calls_are_far_under_the_nagle_delay(server: Server) -> None:
+def test_sequential_keep_alive_calls_are_far_under_the_nagle_delay(server: ServerProcess) -> None:
     """With Nagle on, every one of these took ≥ 40 ms; the margin here is wide (20 ms)
     so a noisy machine cannot fail it, while the old bug always did."""
     memory = BifrostClient(

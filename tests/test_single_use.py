@@ -23,8 +23,9 @@ from bifrost.client import BifrostClient
 from bifrost.consumer.testing.helpers import envelope_bytes, signed_headers
 from bifrost.errors import RevisionMismatch
 from ratatoskr.memory.testing import chunk, one_hot
+from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, Server, start_server
+from .conftest import KEY, start_server
 
 pytestmark = pytest.mark.slow
 GRANT = {"tenant": "acme"}
@@ -113,7 +114,7 @@ def replay_everything(first: str, second: str) -> None:
 
 
 def test_replay_to_a_second_process_on_the_same_files(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     second = start_server(["serve"], server_env, tmp_path)
     try:
@@ -131,7 +132,7 @@ def test_replay_to_a_second_process_on_the_same_files(
 
 
 def test_replay_after_a_restart_and_after_sigkill(
-    server: Server, server_env: dict[str, str], tmp_path: Path
+    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     used = Captured("memory", "health", {})
     assert used.send(f"{server.base_url}/memory").status_code == 200
@@ -226,7 +227,9 @@ def _own_connections() -> list[Any]:
     ]
 
 
-def test_failed_conditional_upsert_never_writes_on_replay_in_one_process(server: Server) -> None:
+def test_failed_conditional_upsert_never_writes_on_replay_in_one_process(
+    server: ServerProcess,
+) -> None:
     m = memory(f"{server.base_url}/memory")
     with pytest.raises(RevisionMismatch):
         m.upsert_many([record("z", 1, "cond")], idempotency_key="z0", expected_revisions={"z": 1})

@@ -23,10 +23,11 @@ import httpx
 
 from bifrost.client import BifrostClient
 from ratatoskr.provider.cli import main
+from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.sqlite import ConnectionOptions, connect
 from ratatoskr.vmp.client import VmpClient
 
-from ..conftest import KEY, Server, start_server
+from ..conftest import KEY, start_server
 
 VMP_KEY = "reliability-vmp-key-5f0e9a"
 MEMORY_DIM = 8
@@ -68,20 +69,20 @@ def provider_env(root: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def launch(root: Path, env: Mapping[str, str], *args: str) -> Server:
+def launch(root: Path, env: Mapping[str, str], *args: str) -> ServerProcess:
     """``python -m ratatoskr.provider serve <args>`` on a free port (tests/conftest.py)."""
     return start_server(["serve", *args], dict(env), root)
 
 
 @contextmanager
-def running(root: Path, env: Mapping[str, str], *args: str) -> Iterator[Server]:
+def running(root: Path, env: Mapping[str, str], *args: str) -> Iterator[ServerProcess]:
     """A provider for the block; SIGTERM at the end (SIGKILL if it does not stop within
     30 s), then whatever is left of its process group."""
     with launch(root, env, *args) as server:
         yield server
 
 
-def base(server: Server, plane: str, *, combined: bool = True) -> str:
+def base(server: ServerProcess, plane: str, *, combined: bool = True) -> str:
     return f"{server.base_url}/{plane}" if combined else server.base_url
 
 

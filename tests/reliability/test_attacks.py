@@ -58,9 +58,10 @@ import pytest
 from bifrost.client import build_envelope, mint_token
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
+from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.vmp import open_vmp_store
 
-from ..conftest import Server, start_server
+from ..conftest import start_server
 from .support import open_raw, refuse, report, size
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(900)]
@@ -98,7 +99,7 @@ def attack_env(root: Path, *, vmp_key: bool = True, **extra: str) -> dict[str, s
     return env
 
 
-def addr_of(server: Server) -> tuple[str, int]:
+def addr_of(server: ServerProcess) -> tuple[str, int]:
     parts = urlsplit(server.base_url)
     assert parts.hostname is not None and parts.port is not None
     return parts.hostname, parts.port
@@ -108,7 +109,7 @@ class Http:
     """Plain HTTP/1.1 from the standard library: one kept-alive connection, or a fresh
     one per call (``fresh``: what a new client sees when connections are scarce)."""
 
-    def __init__(self, server: Server, *, fresh: bool = False, timeout: float = 60) -> None:
+    def __init__(self, server: ServerProcess, *, fresh: bool = False, timeout: float = 60) -> None:
         self.host, self.port = addr_of(server)
         self.fresh = fresh
         self.timeout = timeout
@@ -210,7 +211,7 @@ class Bystander(threading.Thread):
     """Tenant ``bystander``: a small memory search (top 5, no embeddings), then
     ``/healthz``, over and over, each sample tagged with the phase it began in."""
 
-    def __init__(self, server: Server, dim: int, *, fresh: bool) -> None:
+    def __init__(self, server: ServerProcess, dim: int, *, fresh: bool) -> None:
         super().__init__(daemon=True, name="bystander")
         self.http = Http(server, fresh=fresh, timeout=60)
         self.dim = dim
@@ -353,7 +354,7 @@ class Harness:
 
     root: Path
     env: dict[str, str]
-    server: Server
+    server: ServerProcess
     bystander: Bystander
     sampler: RssSampler
     started: float = 0.0
@@ -499,7 +500,7 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
-def head_of(server: Server, path: str, headers: Mapping[str, str]) -> bytes:
+def head_of(server: ServerProcess, path: str, headers: Mapping[str, str]) -> bytes:
     host, port = addr_of(server)
     lines = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
@@ -677,7 +678,7 @@ def _big_upsert_body(size_bytes: int) -> bytes:
 
 
 def _send_all_but_one(
-    server: Server, head: bytes, body: bytes, *, answer_first: bool
+    server: ServerProcess, head: bytes, body: bytes, *, answer_first: bool
 ) -> tuple[int | None, float]:
     """One attacker connection: the head, then all but the last byte of the body, then
     hold on until the server answers or closes it. Returns (status or None when closed
@@ -820,7 +821,7 @@ def _snapshot_head(total: int) -> bytes:
 
 
 def _upload(
-    server: Server, total: int, first: bytes, *, chunked: bool
+    server: ServerProcess, total: int, first: bytes, *, chunked: bool
 ) -> tuple[int | None, int, float]:
     """POST ``total`` bytes (``first`` then 0xA5 filler) to the VMP snapshot upload, no
     key; stop sending once the server answers. Returns (status, bytes sent, seconds)."""

@@ -20,9 +20,10 @@ import pytest
 from bifrost.client import BifrostClient, mint_token
 from bifrost.errors import BifrostError, Forbidden, InvalidArguments
 from ratatoskr.memory.testing import chunk, one_hot
+from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.vmp import auth as vmp_auth
 
-from ..conftest import KEY, Server
+from ..conftest import KEY
 from .hostile import DROP, NASTY, Tally, claims, envelope, error_of, sign
 from .support import (
     MEMORY_DIM,
@@ -49,7 +50,7 @@ def tally() -> Iterator[Tally]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("hostile")
     with running(root, provider_env(root)) as s:
         yield s
@@ -62,25 +63,25 @@ def http() -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def admin(server: Server) -> Iterator[BifrostClient]:
+def admin(server: ServerProcess) -> Iterator[BifrostClient]:
     """An unrestricted memory caller, to look at what is stored."""
     with memory_client(base(server, "memory"), actor="admin") as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def affect_admin(server: Server) -> Iterator[BifrostClient]:
+def affect_admin(server: ServerProcess) -> Iterator[BifrostClient]:
     with affect_client(base(server, "affect"), actor="admin") as c:
         yield c
 
 
-def url(server: Server, plane: str) -> str:
+def url(server: ServerProcess, plane: str) -> str:
     return f"{server.base_url}/{plane}/bifrost/{plane}-call"
 
 
 def post(
     http: httpx.Client,
-    server: Server,
+    server: ServerProcess,
     body: Any,
     token: str | None,
     *,
@@ -213,7 +214,7 @@ def _unauthenticated(response: httpx.Response, token: str | None) -> None:
 
 
 def test_jwt_matrix_every_forgery_is_401_and_writes_nothing(
-    server: Server, http: httpx.Client, admin: BifrostClient, tally: Tally
+    server: ServerProcess, http: httpx.Client, admin: BifrostClient, tally: Tally
 ) -> None:
     ids: list[str] = []
     for name, forge in JWT_CASES.items():
@@ -242,7 +243,7 @@ def test_jwt_matrix_every_forgery_is_401_and_writes_nothing(
 
 
 def test_a_token_is_single_use_and_bound_to_body_verb_and_plane(
-    server: Server, http: httpx.Client, admin: BifrostClient, tally: Tally
+    server: ServerProcess, http: httpx.Client, admin: BifrostClient, tally: Tally
 ) -> None:
     body = _upsert_body("bind-1")
     token = sign(claims(body, "upsert_many"))
@@ -302,7 +303,7 @@ def test_a_token_is_single_use_and_bound_to_body_verb_and_plane(
     assert admin.get_many(["bind-3", "bind-4"]) == []
 
 
-def test_clock_leeway_is_30_seconds(server: Server, http: httpx.Client) -> None:
+def test_clock_leeway_is_30_seconds(server: ServerProcess, http: httpx.Client) -> None:
     """Documented: 30 s of skew are tolerated on exp/iat/nbf, no more."""
     body = _upsert_body("leeway-ok")
     late = sign(claims(body, "upsert_many", iat=_now(-80), exp=_now(-20)))
@@ -316,7 +317,7 @@ def test_clock_leeway_is_30_seconds(server: Server, http: httpx.Client) -> None:
 
 
 @pytest.fixture(scope="module")
-def tenants(server: Server) -> Iterator[dict[str, BifrostClient]]:
+def tenants(server: ServerProcess) -> Iterator[dict[str, BifrostClient]]:
     """Alice (tenant A) and Bob (tenant B), each with data, on both Bifrost planes."""
     m = base(server, "memory")
     a = base(server, "affect")
@@ -512,7 +513,7 @@ def _signed(body: bytes) -> str:
 
 
 def test_json_edge_cases_on_the_bifrost_planes(
-    server: Server, http: httpx.Client, admin: BifrostClient, tally: Tally
+    server: ServerProcess, http: httpx.Client, admin: BifrostClient, tally: Tally
 ) -> None:
     for name, body in MALFORMED.items():
         response = post(http, server, body, _signed(body))
@@ -526,7 +527,7 @@ def test_json_edge_cases_on_the_bifrost_planes(
 
 
 def test_body_limit_is_8_mib_exactly(
-    server: Server, http: httpx.Client, admin: BifrostClient, tally: Tally
+    server: ServerProcess, http: httpx.Client, admin: BifrostClient, tally: Tally
 ) -> None:
     limit = 8 * MIB
     shell = _upsert_raw(
@@ -553,7 +554,7 @@ def test_body_limit_is_8_mib_exactly(
     assert admin.get("big-2") is None
 
 
-def test_json_edge_cases_on_vmp(server: Server, http: httpx.Client, tally: Tally) -> None:
+def test_json_edge_cases_on_vmp(server: ServerProcess, http: httpx.Client, tally: Tally) -> None:
     with vmp_client(base(server, "vmp")) as vmp:
         records, state = vmp.health()["records"], vmp.state_hash()
     route = f"{server.base_url}/vmp/v1/memory/upsert_vector"
@@ -583,7 +584,7 @@ def test_json_edge_cases_on_vmp(server: Server, http: httpx.Client, tally: Tally
 
 @pytest.mark.parametrize("plane", ["memory", "affect"])
 def test_integer_beyond_double_range_in_an_opaque_field_round_trips(
-    server: Server, admin: BifrostClient, affect_admin: BifrostClient, plane: str
+    server: ServerProcess, admin: BifrostClient, affect_admin: BifrostClient, plane: str
 ) -> None:
     """The envelope parser accepts integer literals of up to 4300 digits (bifrost README)
     and records are opaque and verbatim, numbers exactly (memory-plane.md): 10**400 in a
@@ -611,7 +612,7 @@ def test_integer_beyond_double_range_in_an_opaque_field_round_trips(
 
 
 def test_nasty_ids_and_scope_values_are_stored_and_returned_verbatim(
-    server: Server, admin: BifrostClient, affect_admin: BifrostClient, tally: Tally
+    server: ServerProcess, admin: BifrostClient, affect_admin: BifrostClient, tally: Tally
 ) -> None:
     m, a = base(server, "memory"), base(server, "affect")
     for i, text in enumerate(NASTY):
@@ -652,7 +653,7 @@ def test_nasty_ids_and_scope_values_are_stored_and_returned_verbatim(
     assert info.value.status == 400
 
 
-def test_nasty_values_round_trip_through_vmp(server: Server, http: httpx.Client) -> None:
+def test_nasty_values_round_trip_through_vmp(server: ServerProcess, http: httpx.Client) -> None:
     with vmp_client(base(server, "vmp")) as vmp:
         for text in NASTY:
             out = vmp.upsert_vector([1.0, 2.0, 3.0, 4.0], tags=[text], metadata={text: [text]})
@@ -676,7 +677,7 @@ def test_vmp_key_is_compared_in_constant_time() -> None:
     assert "== self._key" not in source and "self._key ==" not in source
 
 
-def test_vmp_bearer_key_matrix(server: Server, http: httpx.Client, tally: Tally) -> None:
+def test_vmp_bearer_key_matrix(server: ServerProcess, http: httpx.Client, tally: Tally) -> None:
     health = f"{server.base_url}/vmp/health"
     refused: dict[str, list[tuple[str, str]]] = {
         "missing": [],
@@ -708,7 +709,7 @@ def test_vmp_bearer_key_matrix(server: Server, http: httpx.Client, tally: Tally)
         assert http.get(health, headers={"authorization": header}).status_code == 200
 
 
-def test_server_still_serves_after_all_that(server: Server) -> None:
+def test_server_still_serves_after_all_that(server: ServerProcess) -> None:
     """The provider is alive and answering after the hostile traffic above."""
     with memory_client(base(server, "memory")) as mem:
         assert mem.health()["status"] == "ok"

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.vmp import open_vmp_store
 
-from ..conftest import Server
 from .support import (
     VMP_DIM,
     affect_client,
@@ -37,7 +37,7 @@ from .writers import BatchWriter, VmpWriter, settle_vmp
 
 
 def _load_then_kill(
-    server: Server,
+    server: ServerProcess,
     batches: list[BatchWriter],
     vmps: list[VmpWriter],
     rng: random.Random,
@@ -80,7 +80,7 @@ def _load_then_kill(
 
 
 def _settle(
-    server: Server, batches: list[BatchWriter], vmps: list[VmpWriter], replay: Any
+    server: ServerProcess, batches: list[BatchWriter], vmps: list[VmpWriter], replay: Any
 ) -> Counter[str]:
     seen: Counter[str] = Counter()
     for bw in batches:

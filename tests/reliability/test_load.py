@@ -25,9 +25,9 @@ from bifrost.client import BifrostClient
 from bifrost.context import DispatchContext
 from bifrost.errors import BifrostError
 from ratatoskr.memory import open_memory_store
+from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.vmp import VmpError
 
-from ..conftest import Server
 from .support import (
     affect_client,
     base,
@@ -86,7 +86,7 @@ class Client(threading.Thread):
         self,
         idx: int,
         servers: list[str],
-        combined: Server,
+        combined: ServerProcess,
         dim: int,
         seeded: int,
         until: float,
