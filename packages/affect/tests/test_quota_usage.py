@@ -43,7 +43,7 @@ def bare(view: dict[str, Any]) -> dict[str, Any]:
 def usage(store: SqliteAffectStore) -> dict[str, tuple[int, int]]:
     with store.database.read() as conn:
         return {
-            str(t): (int(i), int(b))  # type: ignore[call-overload]
+            str(t): (int(i), int(b))
             for t, i, b in conn.execute("SELECT tenant, items, bytes FROM affect_quota")
         }
 

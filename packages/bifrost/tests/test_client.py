@@ -303,9 +303,9 @@ def _recording_client(sent: list[httpx.Request], **kwargs: object) -> BifrostCli
 
 def test_missing_actor_or_plane_names_the_public_class() -> None:
     with pytest.raises(TypeError, match=r"^BifrostClient\(\) missing .*'actor'"):
-        BifrostClient("http://x", KEY, plane="memory")  # type: ignore[call-arg]
+        BifrostClient("http://x", KEY, plane="memory")
     with pytest.raises(TypeError, match=r"^AsyncBifrostClient\(\) missing .*'plane'"):
-        AsyncBifrostClient("http://x", KEY, actor="a")  # type: ignore[call-arg]
+        AsyncBifrostClient("http://x", KEY, actor="a")
 
 
 def test_plane_contradicting_the_base_url_is_named() -> None:

@@ -38,7 +38,7 @@ def tombstones(store: RatatoskrMemoryStore) -> list[tuple[str, int]]:
         secret = changes.key(conn)
         names = {changes.digest(secret, f"c{i}"): f"c{i}" for i in range(1000)}
         return [
-            (names.get(bytes(d), "?"), int(seq))  # type: ignore[arg-type]
+            (names.get(bytes(d), "?"), int(seq))
             for d, seq in conn.execute("SELECT digest, seq FROM memory_tombstones ORDER BY seq")
         ]
 

@@ -33,7 +33,7 @@ def expected(recs: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
 def usage(store: RatatoskrMemoryStore) -> dict[str, tuple[int, int]]:
     with store.database.read() as conn:
         return {
-            str(t): (int(i), int(b))  # type: ignore[call-overload]
+            str(t): (int(i), int(b))
             for t, i, b in conn.execute("SELECT tenant, items, bytes FROM memory_quota")
         }
 

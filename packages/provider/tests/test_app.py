@@ -12,6 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from bifrost.client import BifrostClient, build_envelope, mint_token
+from bifrost.httpclient import HttpResponse, SyncHttpClient
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.settings import Plane, Settings
 from ratatoskr.sqlite import connect
@@ -33,7 +34,7 @@ def combined(settings: Settings) -> Iterator[TestClient]:
         yield client
 
 
-def client_for(http: httpx.Client, plane: str, prefix: str = "") -> BifrostClient:
+def client_for(http: SyncHttpClient, plane: str, prefix: str = "") -> BifrostClient:
     return BifrostClient(
         f"http://testserver{prefix}",
         KEY.encode(),
@@ -77,15 +78,14 @@ def test_writes_land_in_their_own_files(combined: TestClient, settings: Settings
     assert aff.get("k1")["mood"] == "calm"
 
 
-def post_with_token(http: TestClient, path: str, token_plane: str, verb: str) -> httpx.Response:
+def post_with_token(http: TestClient, path: str, token_plane: str, verb: str) -> HttpResponse:
     body = build_envelope(verb, {})
     token = mint_token(KEY.encode(), plane=token_plane, verb=verb, body=body, actor="a")
-    response: httpx.Response = http.post(
+    return http.post(
         path,
         content=body,
         headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
     )
-    return response
 
 
 def test_tokens_are_bound_to_their_plane(combined: TestClient) -> None:
@@ -116,7 +116,7 @@ def test_deleting_memory_leaves_affect_untouched(combined: TestClient) -> None:
     assert len(aff.history("shared-id")["items"]) == 1
 
 
-def script(http: httpx.Client, prefix: str) -> list[Any]:
+def script(http: SyncHttpClient, prefix: str) -> list[Any]:
     """The same calls, recorded, for comparing combined and standalone apps."""
     memory = client_for(http, "memory", prefix.format(plane="memory"))
     aff = client_for(http, "affect", prefix.format(plane="affect"))
@@ -159,14 +159,19 @@ def test_each_plane_standalone_answers_like_the_combined_app(tmp_path: Any) -> N
     apps = {p: build_provider_app(solo, (p,)) for p in planes}
     with TestClient(apps["memory"]) as m_http, TestClient(apps["affect"]) as a_http:
 
-        class Router(httpx.BaseTransport):
-            def handle_request(self, request: httpx.Request) -> httpx.Response:
-                target = m_http if request.url.path.startswith("/bifrost/memory") else a_http
-                response: httpx.Response = target.send(request)
-                return response
+        class Router:
+            """Posts each call to the standalone app of the plane its path names (the
+            two TestClients close themselves)."""
 
-        with httpx.Client(transport=Router(), base_url="http://testserver") as router:
-            standalone = script(router, "")
+            def post(self, url: str, *, content: bytes, headers: dict[str, str]) -> HttpResponse:
+                path = httpx.URL(url).path
+                target = m_http if path.startswith("/bifrost/memory") else a_http
+                return target.post(url, content=content, headers=headers)
+
+            def close(self) -> None:
+                return None
+
+        standalone = script(Router(), "")
     assert json.dumps(standalone, sort_keys=True) == json.dumps(combined, sort_keys=True)
 
 

@@ -42,16 +42,24 @@ def http(app: Starlette) -> Iterator[TestClient]:
 
 
 class AppTransport(httpx.BaseTransport):
-    """Hands httpx requests to an ASGI app in-process (through Starlette's TestClient)."""
+    """Hands httpx requests to an ASGI app in-process, through Starlette's TestClient.
+
+    The TestClient is built on httpx2, whose requests and responses are not httpx's:
+    each request is rebuilt for it (method, URL, headers, body) and its answer
+    rebuilt as an httpx response."""
 
     def __init__(self, app: Starlette) -> None:
         self._client = TestClient(app)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()
-        response = self._client.send(request)
+        response = self._client.request(
+            request.method,
+            str(request.url),
+            headers=request.headers.multi_items(),
+            content=request.read(),
+        )
         return httpx.Response(
-            response.status_code, headers=response.headers, content=response.content
+            response.status_code, headers=response.headers.multi_items(), content=response.content
         )
 
     def close(self) -> None:

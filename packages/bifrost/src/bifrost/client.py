@@ -4,8 +4,10 @@ response carried (``wire_code()`` on it returns the exact wire code).
 
 ``BifrostClient`` is synchronous (``httpx.Client``), ``AsyncBifrostClient``
 asynchronous. For tests pass ``transport=`` (``httpx.MockTransport``, or
-``httpx.ASGITransport(app=…)`` for the async client) or ``http_client=`` (any
-``httpx.Client``, e.g. Starlette's ``TestClient(app)`` for the sync client).
+``httpx.ASGITransport(app=…)`` for the async client) or ``http_client=`` (an
+``httpx.Client`` / ``httpx.AsyncClient``, or any client with their ``post`` and
+``close`` / ``aclose``: :mod:`bifrost.httpclient`; e.g. Starlette's ``TestClient(app)``
+for the sync client).
 Upserts/puts without an ``idempotency_key`` get a fresh uuid4 key — pass your
 own to make retries safe. A memory record given to ``upsert_many`` without an
 ``id`` gets a fresh uuid4 id, written into that record dict before sending (chunk
@@ -49,6 +51,7 @@ from bifrost.auth.tokens import mint_token
 from bifrost.context import DEFAULT_CONSUMER_ID
 from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
+from bifrost.httpclient import AsyncHttpClient, HttpResponse, SyncHttpClient
 from bifrost.planes import WIRE_PLANES, plane_spec
 from bifrost.scope import validate_record_scope, validate_scope
 
@@ -125,7 +128,7 @@ _KEY_HINT = (
 )
 
 
-def _result(response: httpx.Response, *, plane: str = "", key: bytes = b"") -> Any:
+def _result(response: HttpResponse, *, plane: str = "", key: bytes = b"") -> Any:
     try:
         payload = response.json()
     except ValueError:
@@ -207,7 +210,7 @@ class WriteOptions(TypedDict, total=False):
 
 class _Verbs(Generic[_R, _Http, _Transport]):
     """One plane's verbs over :meth:`call`; ``_R`` is what ``call`` returns, ``_Http``
-    the httpx client it posts with, ``_Transport`` what that client takes as transport.
+    the HTTP client it posts with, ``_Transport`` what httpx's client takes as transport.
     A subclass says how to open its httpx client and how to send one request."""
 
     def __init__(
@@ -379,7 +382,7 @@ class _Verbs(Generic[_R, _Http, _Transport]):
         return self.call("list", dict(kwargs))
 
 
-class BifrostClient(_Verbs[Any, httpx.Client, httpx.BaseTransport]):
+class BifrostClient(_Verbs[Any, SyncHttpClient, httpx.BaseTransport]):
     """Synchronous client for one plane of one consumer."""
 
     def _open(
@@ -429,7 +432,7 @@ class BifrostClient(_Verbs[Any, httpx.Client, httpx.BaseTransport]):
         self.close()
 
 
-class AsyncBifrostClient(_Verbs[Awaitable[Any], httpx.AsyncClient, httpx.AsyncBaseTransport]):
+class AsyncBifrostClient(_Verbs[Awaitable[Any], AsyncHttpClient, httpx.AsyncBaseTransport]):
     """Asynchronous client (``httpx.AsyncClient``); same methods, awaited."""
 
     def _open(

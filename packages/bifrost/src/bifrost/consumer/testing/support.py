@@ -1,7 +1,8 @@
 """Test support for wire-level tests: a spy store that records which verbs
 reached it, envelope bytes, and ``Wire``, which signs (with a per-dispatch
-token) and posts envelopes to one plane app through any ``httpx.Client``
-(e.g. Starlette's ``TestClient``)."""
+token) and posts envelopes to one plane app through any synchronous HTTP client
+(:class:`bifrost.httpclient.SyncHttpClient`: an ``httpx.Client``, Starlette's
+``TestClient``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from bifrost.client import mint_token
 from bifrost.consumer.testing.memory_store import InMemoryMemoryStore
+from bifrost.httpclient import HttpResponse, SyncHttpClient
 from bifrost.memory.dispatch import MEMORY_VERBS
 
 KEY = b"test-key-0123456789abcdef-0123456789"
@@ -59,7 +59,7 @@ def envelope_bytes(verb: str, args: dict[str, Any] | None = None, **extra: Any) 
 class Wire:
     """Signs and posts envelopes to one plane app."""
 
-    def __init__(self, client: httpx.Client, plane: str, key: bytes = KEY) -> None:
+    def __init__(self, client: SyncHttpClient, plane: str, key: bytes = KEY) -> None:
         self.client = client
         self.plane = plane
         self.key = key
@@ -87,7 +87,7 @@ class Wire:
 
     def post_raw(
         self, body: bytes, token: str | None, *, route: str | None = None, **headers: str
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         hdrs = {"content-type": "application/json", **headers}
         if token is not None:
             hdrs["authorization"] = f"Bearer {token}"
@@ -102,7 +102,7 @@ class Wire:
         scope: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         route: str | None = None,
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         extra: dict[str, Any] = {}
         if idempotency_key is not None:
             extra["idempotency_key"] = idempotency_key
