@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from bifrost.client import BifrostClient, build_envelope, mint_token
 from bifrost.errors import Forbidden, InvalidArguments, RevisionMismatch, Unauthenticated
 from ratatoskr.affect import RatatoskrAffectStore, build_affect_provider_app, open_affect_store
-from ratatoskr.affect.app import build_affect_plane_app
+from ratatoskr.affect import app as affect_app
 
 KEY = b"heimdall-shared-secret-for-tests"
 WRONG_KEY = b"some-other-issuers-secret-key-32b"
@@ -36,8 +36,10 @@ def client(
     return BifrostClient("", KEY, actor=actor, scope=scope, plane="affect", http_client=http)
 
 
-def test_the_old_name_is_the_builder() -> None:
-    assert build_affect_provider_app is build_affect_plane_app
+def test_one_builder_one_name() -> None:
+    # The seed contract's name is the only one (the *_plane_app alias went).
+    assert affect_app.__all__ == ["build_affect_provider_app"]
+    assert build_affect_provider_app is affect_app.build_affect_provider_app
 
 
 def test_key_is_required(store: RatatoskrAffectStore) -> None:

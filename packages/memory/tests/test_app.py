@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from bifrost.client import BifrostClient
 from bifrost.errors import Forbidden, RevisionMismatch
 from ratatoskr.memory import RatatoskrMemoryStore, build_memory_provider_app, open_memory_store
-from ratatoskr.memory.app import build_memory_plane_app
+from ratatoskr.memory import app as memory_app
 
 from .conftest import chunk, vec
 
@@ -32,13 +32,15 @@ def test_builds_app(app_store: RatatoskrMemoryStore) -> None:
     assert ("/bifrost/memory-call", "POST") in routes
 
 
-def test_the_old_name_is_the_builder() -> None:
-    assert build_memory_provider_app is build_memory_plane_app
+def test_one_builder_one_name() -> None:
+    # The seed contract's name is the only one (the *_plane_app alias went).
+    assert memory_app.__all__ == ["build_memory_provider_app"]
+    assert build_memory_provider_app is memory_app.build_memory_provider_app
 
 
 def test_maintenance_store_is_kept_on_the_app(app_store: RatatoskrMemoryStore) -> None:
     marker = object()
-    app = build_memory_plane_app(app_store, KEY, maintenance_store=marker)
+    app = build_memory_provider_app(app_store, KEY, maintenance_store=marker)
     assert app.state.bifrost_maintenance_store is marker
 
 

@@ -18,8 +18,8 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from bifrost.planes import PLANE_SPECS
-from ratatoskr.affect.app import build_affect_plane_app
-from ratatoskr.memory.app import build_memory_plane_app
+from ratatoskr.affect import build_affect_provider_app
+from ratatoskr.memory import build_memory_provider_app
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.cli import parser
 from ratatoskr.provider.devmode import dev_settings
@@ -84,7 +84,8 @@ def test_settings_read_each_planes_database(tmp_path: Path) -> None:
 def test_each_fixed_setting_reads_the_field_it_names() -> None:
     for plane in PLANE_TABLE.values():
         if plane.fixed is not None:
-            settings = Settings(**{plane.fixed.attribute: 7})
+            given: dict[str, Any] = {plane.fixed.attribute: 7}
+            settings = Settings(**given)
             assert plane.fixed.value(settings) == 7
             assert plane.fixed.wanted(settings) == "7"
 
@@ -209,4 +210,4 @@ def test_the_bifrost_planes_builders_take_one_signature() -> None:
             (p.name, p.kind, (p.default, p.annotation)) for p in parameters[1:]
         ]
 
-    assert shape(build_memory_plane_app) == shape(build_affect_plane_app)
+    assert shape(build_memory_provider_app) == shape(build_affect_provider_app)

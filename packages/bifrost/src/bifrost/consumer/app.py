@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from starlette.applications import Starlette
@@ -46,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth.verifier import Claims, PendingToken
 from bifrost.consumer.budget import BodyBudget
 from bifrost.consumer.registration import ConsumerRegistration
@@ -61,6 +62,7 @@ from bifrost.errors import (
     render_error,
 )
 from bifrost.jsoncodec import canonical_json
+from bifrost.memory.protocol import MemoryDataStore
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 
 __all__ = [
@@ -76,7 +78,6 @@ _log = logging.getLogger("bifrost.consumer")
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
 _T = TypeVar("_T")
-_P = ParamSpec("_P")
 _S = TypeVar("_S")
 
 
@@ -393,20 +394,52 @@ def build_plane_app(
     return app
 
 
-def _for_plane(
-    spec: PlaneSpec[_S], builder: Callable[Concatenate[PlaneSpec[_S], _P], Starlette]
-) -> Callable[_P, Starlette]:
-    """``builder`` with the plane filled in, as ``build_<plane>_app``."""
+def build_memory_app(
+    store: MemoryDataStore,
+    verifier: TokenVerifier,
+    registration: ConsumerRegistration,
+    maintenance_store: Any = None,
+    hooks: AppHooks | None = None,
+    *,
+    lifespan: Lifespan | None = None,
+    body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
+) -> Starlette:
+    """The memory plane app: :func:`build_plane_app` for ``MEMORY_PLANE`` (the seed
+    contract's entry point)."""
+    return build_plane_app(
+        MEMORY_PLANE,
+        store,
+        verifier,
+        registration,
+        maintenance_store,
+        hooks,
+        lifespan=lifespan,
+        body_budget=body_budget,
+        heavy_calls=heavy_calls,
+    )
 
-    def build(*args: _P.args, **kwargs: _P.kwargs) -> Starlette:
-        return builder(spec, *args, **kwargs)
 
-    build.__name__ = build.__qualname__ = f"build_{spec.name}_app"
-    build.__doc__ = f"The {spec.name} plane app: :func:`build_plane_app` for its PlaneSpec."
-    parameters = list(inspect.signature(builder).parameters.values())[1:]
-    build.__signature__ = inspect.Signature(parameters, return_annotation=Starlette)  # type: ignore[attr-defined]
-    return build
-
-
-build_memory_app = _for_plane(MEMORY_PLANE, build_plane_app)
-build_affect_app = _for_plane(AFFECT_PLANE, build_plane_app)
+def build_affect_app(
+    store: AffectDataStore,
+    verifier: TokenVerifier,
+    registration: ConsumerRegistration,
+    maintenance_store: Any = None,
+    hooks: AppHooks | None = None,
+    *,
+    lifespan: Lifespan | None = None,
+    body_budget: BodyBudget | None = None,
+    heavy_calls: threading.Semaphore | None = None,
+) -> Starlette:
+    """The affect plane app: :func:`build_plane_app` for ``AFFECT_PLANE``."""
+    return build_plane_app(
+        AFFECT_PLANE,
+        store,
+        verifier,
+        registration,
+        maintenance_store,
+        hooks,
+        lifespan=lifespan,
+        body_budget=body_budget,
+        heavy_calls=heavy_calls,
+    )

@@ -5,16 +5,16 @@ Every plane package hands its store to bifrost the same way: an HS256
 :class:`~bifrost.auth.JwtVerifier` for the consumer's audience, a
 :class:`~bifrost.consumer.ConsumerRegistration` declaring that one plane, and
 :func:`~bifrost.consumer.app.build_plane_app`. That wiring lives here once; a
-plane's own builder (``build_memory_plane_app``, ``build_affect_plane_app``) is
-this function with its :class:`~bifrost.planes.PlaneSpec` filled in
-(:func:`plane_app_builder`), so every plane's builder has one signature.
+plane package's builder (``build_memory_provider_app``, ``build_affect_provider_app``)
+calls this function with its :class:`~bifrost.planes.PlaneSpec`, and the provider
+calls it with the spec from its plane table, so every plane is built one way.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from bifrost.auth import JwtVerifier, TokenCache
 from bifrost.consumer.app import AppHooks, build_plane_app
@@ -28,10 +28,9 @@ if TYPE_CHECKING:
 
     from bifrost.consumer.app import Lifespan
 
-__all__ = ["PlaneAppBuilder", "PlaneAppOptions", "build_keyed_plane_app", "plane_app_builder"]
+__all__ = ["PlaneAppOptions", "build_keyed_plane_app"]
 
 _S = TypeVar("_S")
-_S_contra = TypeVar("_S_contra", contravariant=True)
 
 
 class PlaneAppOptions(TypedDict, total=False):
@@ -92,7 +91,7 @@ def build_keyed_plane_app(
     bad limit.
     """
     if store is None:
-        raise TypeError(f"build_{spec.name}_plane_app requires a store (INV-008)")
+        raise TypeError(f"build_{spec.name}_provider_app requires a store (INV-008)")
     if not heimdall_key:
         raise ValueError("heimdall_key must be non-empty")
     given: dict[str, Any] = dict(options or {})
@@ -117,36 +116,3 @@ def build_keyed_plane_app(
         body_budget=given.get("body_budget"),
         heavy_calls=given.get("heavy_calls"),
     )
-
-
-class PlaneAppBuilder(Protocol[_S_contra]):
-    """A plane's app builder: :func:`build_keyed_plane_app` with its plane filled in."""
-
-    def __call__(
-        self,
-        store: _S_contra,
-        heimdall_key: bytes,
-        consumer_id: str = DEFAULT_CONSUMER_ID,
-        **options: Unpack[PlaneAppOptions],
-    ) -> Starlette: ...
-
-
-def plane_app_builder(spec: PlaneSpec[_S]) -> PlaneAppBuilder[_S]:
-    """The app builder of ``spec``'s plane: ``builder(store, heimdall_key,
-    consumer_id=DEFAULT_CONSUMER_ID, **options)`` is
-    ``build_keyed_plane_app(spec, store, heimdall_key, consumer_id, options)``."""
-
-    def build(
-        store: _S,
-        heimdall_key: bytes,
-        consumer_id: str = DEFAULT_CONSUMER_ID,
-        **options: Unpack[PlaneAppOptions],
-    ) -> Starlette:
-        return build_keyed_plane_app(spec, store, heimdall_key, consumer_id, options)
-
-    build.__name__ = build.__qualname__ = f"build_{spec.name}_plane_app"
-    build.__doc__ = (
-        f"The standalone {spec.name} app (``POST /bifrost/handshake``, ``POST {spec.route}``)"
-        f" serving ``store``; see :func:`bifrost.consumer.keyed.build_keyed_plane_app`."
-    )
-    return build

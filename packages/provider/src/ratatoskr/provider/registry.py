@@ -22,24 +22,22 @@ import enum
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from starlette.applications import Starlette
 
 from bifrost.auth import TokenCache
 from bifrost.consumer import AppHooks, BodyBudget
-from bifrost.consumer.keyed import PlaneAppOptions
+from bifrost.consumer.keyed import PlaneAppOptions, build_keyed_plane_app
 from bifrost.fields import fields_setting
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 from bifrost.quota import Quota, affect_quota, memory_quota
 from ratatoskr import postgres as pg
 from ratatoskr.affect import SqliteAffectStore, open_affect_store
 from ratatoskr.affect import schema as affect_schema
-from ratatoskr.affect.app import build_affect_plane_app
 from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.memory import SqliteMemoryStore, compact_memory_file, open_memory_store
 from ratatoskr.memory import schema as memory_schema
-from ratatoskr.memory.app import build_memory_plane_app
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.memory.sidecar import SUFFIX as INDEX_SUFFIX
 from ratatoskr.memory.sync import cache_verdict
@@ -58,7 +56,6 @@ __all__ = [
     "PLANES",
     "PLANE_TABLE",
     "AppParts",
-    "BifrostPlaneBuilder",
     "FixedSetting",
     "Key",
     "PlaneEntry",
@@ -162,38 +159,29 @@ class PlaneEntry(Generic[S]):
         return compact_database(path, plane=self.name, full=full)
 
 
-class BifrostPlaneBuilder(Protocol):
-    """The one signature of a Bifrost plane's app builder (``build_memory_plane_app``,
-    ``build_affect_plane_app``), as far as the provider uses it."""
-
-    def __call__(
-        self,
-        store: Any,
-        heimdall_key: bytes,
-        consumer_id: str = ...,
-        **options: Unpack[PlaneAppOptions],
-    ) -> Starlette: ...
-
-
-def bifrost_plane_app(builder: BifrostPlaneBuilder) -> Callable[[Any, AppParts], Starlette]:
-    """A Bifrost plane's app from the settings: one mapping for every such plane."""
+def bifrost_plane_app(spec: PlaneSpec[Any]) -> Callable[[Any, AppParts], Starlette]:
+    """A Bifrost plane's app from the settings (bifrost's ``build_keyed_plane_app`` for
+    ``spec``): one mapping for every such plane."""
 
     def build(store: Any, parts: AppParts) -> Starlette:
         settings = parts.settings
-        return builder(
+        return build_keyed_plane_app(
+            spec,
             store,
             settings.heimdall_key_bytes(),
             settings.consumer_id,
-            issuer=settings.issuer,
-            max_lifetime_s=settings.token_max_lifetime_s,
-            leeway_s=settings.clock_skew_s,
-            token_cache=parts.token_cache,
-            previous_keys=settings.heimdall_previous_keys(),
-            max_body_bytes=settings.max_body_bytes,
-            max_json_containers=settings.max_json_containers,
-            hooks=parts.hooks,
-            body_budget=parts.body_budget,
-            heavy_calls=parts.heavy_calls,
+            options=PlaneAppOptions(
+                issuer=settings.issuer,
+                max_lifetime_s=settings.token_max_lifetime_s,
+                leeway_s=settings.clock_skew_s,
+                token_cache=parts.token_cache,
+                previous_keys=settings.heimdall_previous_keys(),
+                max_body_bytes=settings.max_body_bytes,
+                max_json_containers=settings.max_json_containers,
+                hooks=parts.hooks,
+                body_budget=parts.body_budget,
+                heavy_calls=parts.heavy_calls,
+            ),
         )
 
     return build
@@ -339,7 +327,7 @@ _MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
             lambda s: s.memory_read_db,
         ),
     ),
-    build_app=bifrost_plane_app(build_memory_plane_app),
+    build_app=bifrost_plane_app(MEMORY_PLANE),
     newest_version=lambda s: len(memory_schema.migrations(s.memory_embedding_dim)),
     read=_read_through,
     fixed=FixedSetting("embedding_dim", "memory_embedding_dim", lambda s: s.memory_embedding_dim),
@@ -365,7 +353,7 @@ _AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
             lambda s: s.affect_read_db,
         ),
     ),
-    build_app=bifrost_plane_app(build_affect_plane_app),
+    build_app=bifrost_plane_app(AFFECT_PLANE),
     newest_version=lambda s: len(affect_schema.MIGRATIONS),
     read=_read_through,
     wire=AFFECT_PLANE,
