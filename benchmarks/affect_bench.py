@@ -53,9 +53,9 @@ import apsw
 import orjson
 
 from bifrost.context import DispatchContext
+from bifrost.timestamps import rfc3339
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE
-from ratatoskr.affect.store import rfc3339
 from ratatoskr.sqlite import Database, driver_versions
 
 BATCH = 100

@@ -20,8 +20,8 @@ import apsw
 
 from bifrost.idempotency import idempotency_id, request_digest
 from bifrost.records import canonical_record
+from bifrost.timestamps import rfc3339
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE
-from ratatoskr.affect.store import rfc3339
 from ratatoskr.sqlite import Database, codec
 
 ACTOR = "agent-1"

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import apsw
@@ -48,23 +47,19 @@ from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConf
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota, deletable
 from ratatoskr.affect import erase, portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, Written, codec
 
-__all__ = ["RatatoskrAffectStore", "SqliteAffectStore", "open_affect_store", "rfc3339"]
+__all__ = ["RatatoskrAffectStore", "SqliteAffectStore", "open_affect_store"]
 
 _SQL_CHUNK = 500
 # Module-level because the class's ``list`` verb shadows the builtin inside it.
 _Rows = list[tuple[Any, ...]]
 _Items = list[dict[str, Any]]
-
-
-def rfc3339(ts: float) -> str:
-    """UTC RFC 3339 with microseconds and a ``Z`` suffix (the reference store's format)."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _scope_json(scope: dict[str, str]) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from psycopg import Cursor, sql
@@ -35,6 +34,7 @@ from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
+from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import portability
 from ratatoskr.affect.postgres import schema as affect_schema
@@ -54,7 +54,7 @@ from ratatoskr.postgres.store import SchemaStore
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.writes import Replaced, grant_params, grant_predicate, revisions_before
 
-__all__ = ["PostgresAffectStore", "open_postgres_affect_store", "rfc3339"]
+__all__ = ["PostgresAffectStore", "open_postgres_affect_store"]
 
 _AXES = tuple(AXIS_COLUMNS.values())
 # Rendered list statements kept per store (per filter shape).
@@ -64,12 +64,6 @@ _Items = list[dict[str, Any]]
 _Records = dict[str, dict[str, Any]]
 _Params = list[Any]
 _Parts = list[sql.Composable]
-
-
-def rfc3339(ts: float) -> str:
-    """UTC RFC 3339 with microseconds and a ``Z`` suffix: the reference store's format
-    (the parity tests compare stamps)."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _view(record_json: Any, revision: Any, recorded_at: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from bifrost.affect.protocol import (
@@ -30,14 +29,10 @@ from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
+from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest, begin_write, deletable
 
-__all__ = ["InMemoryAffectStore", "rfc3339"]
-
-
-def rfc3339(ts: float) -> str:
-    """UTC RFC 3339 with microseconds and a ``Z`` suffix."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+__all__ = ["InMemoryAffectStore"]
 
 
 @dataclass
