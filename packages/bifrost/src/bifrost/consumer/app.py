@@ -36,26 +36,25 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import orjson
+from starlette._utils import get_route_path
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth.verifier import Claims, PendingToken
 from bifrost.consumer.budget import BodyBudget
+from bifrost.consumer.edge import Head, bearer, declared_size, read_body, require_json, send_json
 from bifrost.consumer.registration import ConsumerRegistration
 from bifrost.context import DispatchContext
 from bifrost.dispatch import safe_name
 from bifrost.envelope import Envelope, parse_envelope
 from bifrost.errors import (
-    MalformedEnvelope,
-    PayloadTooLarge,
     Unauthenticated,
     UnknownVerb,
     loggable_id,
@@ -68,6 +67,7 @@ from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 __all__ = [
     "AppHooks",
     "CallRecord",
+    "PlaneApp",
     "TokenVerifier",
     "build_affect_app",
     "build_memory_app",
@@ -128,52 +128,6 @@ class _Plane:
         return self.spec.name
 
 
-def _declared_size(request: Request, limit: int) -> int:
-    """The body size to reserve: its Content-Length, else the limit (→ 413 past it)."""
-    length = request.headers.get("content-length")
-    if length is None:
-        return limit
-    try:
-        declared = int(length)
-    except ValueError:
-        raise MalformedEnvelope("invalid Content-Length") from None
-    if declared > limit:
-        raise PayloadTooLarge(f"body larger than {limit} bytes")
-    return max(declared, 0)
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, counted against ``limit`` as it streams in (a missing or lying
-    Content-Length; the declared one was judged by :func:`_declared_size`)."""
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise PayloadTooLarge(f"body larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _require_json(request: Request) -> None:
-    """Only ``application/json`` bodies: a web page can send a cross-site POST without
-    a CORS preflight only as a form or ``text/plain``, so this alone keeps a browser
-    that a hostile page drives from reaching a plane on loopback."""
-    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media != "application/json":
-        raise MalformedEnvelope("body must be sent as application/json")
-
-
-def _bearer(request: Request) -> str:
-    header = request.headers.get("authorization")
-    if header is None:
-        raise Unauthenticated("token missing")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthenticated("authorization must be a Bearer token")
-    return token.strip()
-
-
 def _render(payload: Mapping[str, Any]) -> bytes:
     """Response JSON: UTF-8, compact, NaN refused. orjson writes it (much faster
     than the standard library: docs/decisions.md); an integer beyond 64 bits, which orjson
@@ -182,10 +136,6 @@ def _render(payload: Mapping[str, Any]) -> bytes:
         return orjson.dumps(payload)
     except TypeError:
         return canonical_json(payload)
-
-
-def _json_response(status: int, content: bytes) -> Response:
-    return Response(content, status_code=status, media_type="application/json")
 
 
 class _Handled:
@@ -274,31 +224,33 @@ def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncC
     return contextlib.nullcontext() if budget is None else budget.reserve(size)
 
 
-def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(plane: _Plane, *, handshake: bool) -> ASGIApp:
+    """The route's pure ASGI handler (no Starlette request or response objects: their
+    generality was a fifth of a small call's server CPU, docs/decisions.md)."""
     route = "handshake" if handshake else f"{plane.name}-call"
 
-    async def endpoint(request: Request) -> Response:
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         facts = _Handled()
         code: str | None = None
         try:
-            pending = plane.verifier.check_headers(_bearer(request), plane=plane.name)
-            _require_json(request)
+            head = Head(scope)
+            pending = plane.verifier.check_headers(bearer(head), plane=plane.name)
+            require_json(head)
             limit = plane.registration.max_body_bytes
-            async with _reserved(plane.budget, _declared_size(request, limit)):
-                body = await _read_body(request, limit)
+            async with _reserved(plane.budget, declared_size(head, limit)):
+                body = await read_body(receive, limit)
                 content = await run_off_loop(_pipeline, plane, body, pending, handshake, facts)
                 del body
             status = 200
-            response = _json_response(status, content)
         except Exception as exc:  # the single error rendering point
             status, payload = render_error(exc, plane=plane.name, call_id=facts.call_id)
             code = payload["error"]["code"]
             try:
-                response = _json_response(status, _render(payload))
+                content = _render(payload)
             except ValueError:  # pragma: no cover - error bodies are plain data
                 status, payload = render_error(RuntimeError(), plane=None, call_id=None)
-                response = _json_response(status, _render(payload))
+                content = _render(payload)
         duration = time.perf_counter() - start
         verb = safe_name(facts.verb) if facts.verb is not None else None
         _log.info(
@@ -318,7 +270,7 @@ def _endpoint(plane: _Plane, *, handshake: bool) -> Callable[[Request], Awaitabl
                 )
             except Exception as exc:
                 _log.warning("on_call hook failed type=%s", type(exc).__name__)
-        return response
+        await send_json(send, status, content)
 
     return endpoint
 
@@ -344,6 +296,27 @@ def _lifespan(hooks: AppHooks, inner: Lifespan | None) -> Lifespan:
             await _run_hooks(hooks.on_shutdown)
 
     return lifespan
+
+
+class PlaneApp(Starlette):
+    """A plane's Starlette app whose call routes skip Starlette's routing: a ``POST``
+    to one of ``hot_routes`` (path inside the app → pure ASGI handler) goes straight
+    to its handler; everything else (other methods → 405, other paths → 404, the
+    lifespan) is Starlette's, as before. A provider mounting the app can serve
+    ``hot_routes`` itself the same way."""
+
+    def __init__(self, hot_routes: Mapping[str, ASGIApp], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hot_routes: Mapping[str, ASGIApp] = dict(hot_routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            handler = self.hot_routes.get(get_route_path(scope))
+            if handler is not None:
+                scope["app"] = self
+                await handler(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def build_plane_app(
@@ -381,11 +354,13 @@ def build_plane_app(
     plane = _Plane(
         spec, store, verifier, registration, hooks or AppHooks(), body_budget, heavy_calls
     )
-    app = Starlette(
-        routes=[
-            Route("/bifrost/handshake", _endpoint(plane, handshake=True), methods=["POST"]),
-            Route(spec.route, _endpoint(plane, handshake=False), methods=["POST"]),
-        ],
+    hot = {
+        "/bifrost/handshake": _endpoint(plane, handshake=True),
+        spec.route: _endpoint(plane, handshake=False),
+    }
+    app = PlaneApp(
+        hot,
+        routes=[Route(path, handler, methods=["POST"]) for path, handler in hot.items()],
         lifespan=_lifespan(plane.hooks, lifespan),
     )
     app.state.bifrost_plane = spec.name

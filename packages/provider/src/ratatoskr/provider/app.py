@@ -12,6 +12,7 @@ app's own lifespan itself.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -24,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
 from bifrost.consumer import AppHooks, BodyBudget
+from ratatoskr.provider.front import ProviderApp
 from ratatoskr.provider.metrics import Metrics, metrics_endpoint, plane_files
 from ratatoskr.provider.observe import ObserveMiddleware, call_hook, known_routes
 from ratatoskr.provider.preflight import OpenPlanes, open_planes
@@ -117,15 +119,17 @@ def build_provider_app(
         finally:
             stores.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = ProviderApp(routes=routes, lifespan=lifespan)
     app.state.planes = stores
     app.state.metrics = metrics
     # One log line and one count per request (observe.py), outermost.
-    app.add_middleware(
+    observe = functools.partial(
         ObserveMiddleware,
         planes=planes,
         verbs={name: plane.entry.verbs for name, plane in stores.served.items()},
         routes={name: known_routes(sub) for name, sub in apps.items()},
         metrics=metrics,
     )
+    app.add_middleware(observe.func, **observe.keywords)
+    app.serve_mounts(observe)  # the planes' requests skip the outer routing (front.py)
     return app

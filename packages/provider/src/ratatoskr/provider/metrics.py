@@ -151,6 +151,7 @@ class Metrics:
             "Calls answered 409 (idempotency conflict, revision mismatch).",
             ["plane", "code"],
         )
+        self._children: dict[tuple[str, str, int, str], tuple[Counter, Histogram]] = {}
         if own is not None:
             own.register(self._files)
 
@@ -166,8 +167,18 @@ class Metrics:
         replayed: bool = False,
     ) -> None:
         """Count one request (every label a constant: see the module docstring)."""
-        self.requests.labels(plane, verb, str(status), code).inc()
-        self.duration.labels(plane, verb).observe(duration_s)
+        key = (plane, verb, status, code)
+        children = self._children.get(key)
+        if children is None:
+            # The labelled children, looked up once per label set (the lookup takes a
+            # lock and builds the label tuple each time); label sets are few.
+            children = (
+                self.requests.labels(plane, verb, str(status), code),
+                self.duration.labels(plane, verb),
+            )
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(duration_s)
         if token_replayed:
             self.token_replays.labels(plane).inc()
         if replayed:
