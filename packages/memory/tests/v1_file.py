@@ -14,7 +14,7 @@ from typing import Any
 from bifrost.idempotency import idempotency_id, request_digest
 from bifrost.jsoncodec import canonical_json
 from bifrost.memory.validation import embedding_field, record_id, validate_embedding
-from ratatoskr.memory.index import unit_float32
+from ratatoskr.memory.records import unit_float32
 from ratatoskr.memory.schema import LEDGER, PLANE, migrations
 from ratatoskr.sqlite import ConnectionOptions, Database, MetaSetting, codec
 

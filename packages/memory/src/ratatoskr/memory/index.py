@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from bifrost.memory.filters import MetadataFilter
 from ratatoskr.memory import quantized
+from ratatoskr.memory.records import unit_rows
 from ratatoskr.memory.segments import NO_ROWS, Rows, ScopeItems, scope_items
 from ratatoskr.memory.selection import Selection
 from ratatoskr.memory.sidecar import Image
@@ -41,8 +42,6 @@ __all__ = [
     "ScopeItems",
     "VectorIndex",
     "scope_items",
-    "unit_float32",
-    "unit_float64",
 ]
 
 Vector = npt.NDArray[np.float32]
@@ -66,22 +65,6 @@ class Candidate(NamedTuple):
 
     chunk_id: str
     score: float
-
-
-def unit_float64(values: Sequence[float] | npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
-    """``values / ‖values‖`` in float64, scaled first so that neither huge (1e308) nor
-    subnormal (5e-324) components overflow or vanish. ``values`` must have a non-zero
-    finite component (bifrost's validation guarantees it)."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v / np.max(np.abs(v))
-    out: npt.NDArray[np.float64] = v / np.linalg.norm(v)
-    return out
-
-
-def unit_float32(values: Sequence[float] | npt.NDArray[np.floating]) -> Vector:
-    """:func:`unit_float64` rounded to float32 (what vec0 holds and the index codes)."""
-    out: Vector = unit_float64(values).astype(np.float32)
-    return out
 
 
 class VectorIndex(Selection):
@@ -176,10 +159,7 @@ class VectorIndex(Selection):
         n = len(ids)
         units = np.empty_like(vectors)
         for start in range(0, n, 8192):
-            block = vectors[start : start + 8192].astype(np.float64)
-            block /= np.max(np.abs(block), axis=1, keepdims=True)
-            block /= np.linalg.norm(block, axis=1, keepdims=True)
-            units[start : start + 8192] = block
+            units[start : start + 8192] = unit_rows(vectors[start : start + 8192])
         self.load_units(ids, units, scopes)
 
     def load_units(self, ids: list[str], units: Vector, scopes: list[ScopeItems]) -> None:

@@ -217,6 +217,12 @@ def unit_float64(values: Sequence[float] | npt.NDArray[np.floating]) -> npt.NDAr
     return out
 
 
+def unit_float32(values: Sequence[float] | npt.NDArray[np.floating]) -> npt.NDArray[np.float32]:
+    """:func:`unit_float64` rounded to float32 (what vec0 holds and the index codes)."""
+    out: npt.NDArray[np.float32] = unit_float64(values).astype(np.float32)
+    return out
+
+
 def unit_float32_rows(embeddings: Sequence[Sequence[float]], dim: int) -> npt.NDArray[np.float32]:
     """:func:`unit_rows` of a batch of validated embeddings, rounded to float32 (what
     vec0, pgvector and the in-process index hold); ``(0, dim)`` for an empty batch."""

@@ -29,7 +29,8 @@ import numpy as np
 from bifrost.memory.validation import SearchQuery
 from ratatoskr.memory import changes, quantized, sidecar
 from ratatoskr.memory import records as stored_records
-from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items, unit_float32
+from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_items
+from ratatoskr.memory.records import unit_float32, unit_rows
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.memory.schema import PLANE, migrations
 from ratatoskr.sqlite import codec, schema_version
@@ -351,7 +352,7 @@ class SyncedIndex:
         def flush() -> None:
             start = len(ids) - len(block)
             raw = np.frombuffer(b"".join(block), dtype="<f8").reshape(len(block), self.dim)
-            store(start, _unit_rows(raw), None)
+            store(start, unit_rows(raw).astype(np.float32), None)
             block.clear()
 
         for cid, sj, blob in conn.execute(
@@ -390,13 +391,3 @@ class SyncedIndex:
         self.index.load_coded(ids, arrays, scopes, (errors[0], errors[1]))
         self.index.seq = db_seq
         self._fill(conn)
-
-
-def _unit_rows(raw: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Float32 unit rows of raw float64 rows, scaled by their largest component first
-    (the store's own steps, so huge and subnormal embeddings survive)."""
-    m = raw / np.max(np.abs(raw), axis=1, keepdims=True)
-    out: np.ndarray[Any, Any] = (m / np.sqrt(np.sum(m * m, axis=1, keepdims=True))).astype(
-        np.float32
-    )
-    return out
