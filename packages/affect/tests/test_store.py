@@ -19,9 +19,11 @@ from bifrost.affect import (
     RevisionMismatch,
 )
 from bifrost.context import DispatchContext
+from bifrost.limits import InvalidLimits
 from bifrost.scope import matches_scope
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
 from ratatoskr.affect.listing import load_record
+from ratatoskr.affect.postgres import PostgresAffectStore
 from ratatoskr.affect.schema import MIGRATIONS
 from ratatoskr.sqlite import StorageUnavailable
 
@@ -479,6 +481,16 @@ def test_closed_store_raises_a_storage_error(db_file: str) -> None:
 def test_limits_must_be_positive(db_file: str) -> None:
     with pytest.raises(ValueError, match="positive"):
         open_affect_store(db_file, max_page=0)
+
+
+@pytest.mark.parametrize("name", ["max_batch", "max_page", "max_scope_any"])
+def test_every_affect_store_refuses_a_bad_limit_alike(name: str, db_file: str) -> None:
+    bad: dict[str, Any] = {name: 0}
+    with pytest.raises(InvalidLimits, match="must be positive"):
+        open_affect_store(db_file, **bad)
+    no_database: Any = None  # the check runs before the store touches its database
+    with pytest.raises(InvalidLimits, match="must be positive"):
+        PostgresAffectStore(no_database, **bad)
 
 
 def test_limits_are_enforced(db_file: str) -> None:

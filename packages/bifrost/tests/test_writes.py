@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from bifrost.affect.protocol import AffectWrites, affect_health, check_affect_limits
+from bifrost.affect.protocol import AffectWrites, affect_health
 from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing._ledger import PRUNE_PER_WRITE, DictLedger, LedgerEntry
 from bifrost.context import DispatchContext
 from bifrost.errors import Forbidden, IdempotencyConflict, InvalidArguments, RevisionMismatch
 from bifrost.idempotency import idempotency_id, request_digest
+from bifrost.limits import check_affect_limits
 from bifrost.memory.protocol import MemoryWrites, memory_health
 from bifrost.memory.validation import ValidatedChunk, validate_upsert
 from bifrost.writes import (

@@ -19,10 +19,12 @@ import pytest
 
 from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments
+from bifrost.limits import InvalidLimits
 from bifrost.memory.validation import DEFAULT_MAX_BATCH, DEFAULT_MAX_TOP_K
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from ratatoskr.memory import MemoryLimits, RatatoskrMemoryStore, open_memory_store
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
+from ratatoskr.memory.postgres import PostgresMemoryStore
 from ratatoskr.memory.schema import migrations
 from ratatoskr.sqlite import SchemaMismatch
 
@@ -177,3 +179,20 @@ def test_memory_limits_are_checked_once_when_made(store: RatatoskrMemoryStore) -
         }
         with pytest.raises(InvalidArguments, match=f"{name} must be a positive integer"):
             MemoryLimits(**fields)
+
+
+@pytest.mark.parametrize("name", ["max_batch", "max_top_k", "max_scope_any", "max_page"])
+def test_every_memory_store_refuses_a_bad_limit_alike(name: str, tmp_path: Path) -> None:
+    # open_memory_store once opened with max_batch=0 or max_top_k=0 while the reference
+    # store raised: one check (bifrost.limits) now refuses it in every store, nothing made.
+    path = tmp_path / "m.db"
+    bad: dict[str, Any] = {name: 0}
+    with pytest.raises(InvalidLimits, match=f"{name} must be a positive integer"):
+        open_memory_store(str(path), embedding_dim=DIM, **bad)
+    assert not path.exists()
+    with pytest.raises(InvalidLimits, match=f"{name} must be a positive integer"):
+        open_memory_store(":memory:", embedding_dim=DIM, **bad)
+    # The check runs before the PostgreSQL store touches its database.
+    no_database: Any = None
+    with pytest.raises(InvalidLimits, match=f"{name} must be a positive integer"):
+        PostgresMemoryStore(no_database, embedding_dim=DIM, **bad)

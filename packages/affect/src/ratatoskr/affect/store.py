@@ -34,7 +34,6 @@ from bifrost.affect.protocol import (
     AffectReads,
     AffectWrites,
     affect_health,
-    check_affect_limits,
 )
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
@@ -43,6 +42,7 @@ from bifrost.affect.validation import (
     ListQuery,
     ValidatedAffect,
 )
+from bifrost.limits import check_affect_limits
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record

@@ -27,7 +27,6 @@ __all__ = [
     "AffectReads",
     "AffectWrites",
     "affect_health",
-    "check_affect_limits",
 ]
 
 # Module-level because AffectReads's ``list`` verb shadows the builtin inside it.
@@ -89,12 +88,6 @@ class AffectDataStore(Protocol):
     ) -> dict[str, Any]:
         """``{"items": [by key ascending], "next_after_key": str | None}``."""
         ...
-
-
-def check_affect_limits(*, max_batch: int, max_page: int, max_scope_any: int) -> None:
-    """The limits every affect store is opened with are positive; else ValueError."""
-    if max_batch < 1 or max_page < 1 or max_scope_any < 1:
-        raise ValueError("max_batch, max_page and max_scope_any must be positive")
 
 
 def affect_health(*, max_batch: int, max_page: int) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from bifrost.errors import InvalidArguments
 from bifrost.fields import validate_fields
+from bifrost.limits import check_memory_limits, positive_limit
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.retention import validate_retention
 from bifrost.memory.validation import (
@@ -85,17 +86,11 @@ def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArguments(f"{name} must be a positive integer")
-    return value
-
-
 @dataclasses.dataclass(frozen=True)
 class MemoryLimits:
-    """What a memory store is opened with, checked once, when made: ``embedding_dim``,
-    ``max_scope_any`` and ``tombstone_retention`` must be positive integers (else
-    InvalidArguments); see :func:`open_memory_store` for each."""
+    """What a memory store is opened with, checked once, when made: the plane's limits
+    (bifrost's ``check_memory_limits``) and ``tombstone_retention`` must be positive
+    integers (else InvalidLimits); see :func:`open_memory_store` for each."""
 
     embedding_dim: int
     max_batch: int
@@ -108,18 +103,22 @@ class MemoryLimits:
     retention_s: float | None = None  # ratatoskr.memory.retention; None: forever
 
     def __post_init__(self) -> None:
-        _positive("embedding_dim", self.embedding_dim)
+        check_memory_limits(
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+            max_top_k=self.max_top_k,
+            max_scope_any=self.max_scope_any,
+            max_page=self.max_page,
+        )
         try:
             object.__setattr__(self, "retention_s", validate_retention(self.retention_s))
         except ValueError as exc:
             raise InvalidArguments(str(exc)) from None
-        _positive("max_page", self.max_page)
         try:
             object.__setattr__(self, "filterable_fields", validate_fields(self.filterable_fields))
         except ValueError as exc:
             raise InvalidArguments(str(exc)) from None
-        _positive("max_scope_any", self.max_scope_any)
-        _positive("tombstone_retention", self.tombstone_retention)
+        positive_limit("tombstone_retention", self.tombstone_retention)
 
 
 class SqliteMemoryStore(MemoryWrites, MemoryReads):

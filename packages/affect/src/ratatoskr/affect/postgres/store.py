@@ -31,6 +31,7 @@ from bifrost.affect.validation import (
     ValidatedAffect,
 )
 from bifrost.jsoncodec import canonical_json, json_loads_exact
+from bifrost.limits import check_affect_limits
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
@@ -84,8 +85,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         clock: Callable[[], float] = time.time,
         quota: Quota = NO_QUOTA,
     ) -> None:
-        if max_batch < 1 or max_page < 1 or max_scope_any < 1:
-            raise ValueError("max_batch, max_page and max_scope_any must be positive")
+        check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
         SchemaStore.__init__(
             self,
             db,
@@ -336,8 +336,7 @@ def open_postgres_affect_store(
     Raises ValueError for a bad schema name or limits; StorageUnavailable,
     ForeignDatabase, SchemaTooNew.
     """
-    if max_batch < 1 or max_page < 1 or max_scope_any < 1:
-        raise ValueError("max_batch, max_page and max_scope_any must be positive")
+    check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
     return open_schema(
         dsn,
         lambda db: PostgresAffectStore(

@@ -15,7 +15,6 @@ from bifrost.affect.protocol import (
     AffectReads,
     AffectWrites,
     affect_health,
-    check_affect_limits,
 )
 from bifrost.affect.validation import (
     DEFAULT_MAX_BATCH,
@@ -26,6 +25,7 @@ from bifrost.affect.validation import (
 )
 from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
+from bifrost.limits import check_affect_limits
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
 from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope

@@ -13,6 +13,7 @@ from typing import Any
 from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
 from bifrost.fields import validate_fields
+from bifrost.limits import check_memory_limits
 from bifrost.memory.filters import MetadataFilter
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.retention import expiry_cutoff, is_expired, validate_retention
@@ -71,8 +72,13 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         self.retention_s = validate_retention(retention_s)
         if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int):
             raise TypeError("embedding_dim must be an int")
-        if min(embedding_dim, max_batch, max_top_k, max_scope_any, max_page) < 1:
-            raise ValueError("embedding_dim and every limit must be positive")
+        check_memory_limits(
+            embedding_dim=embedding_dim,
+            max_batch=max_batch,
+            max_top_k=max_top_k,
+            max_scope_any=max_scope_any,
+            max_page=max_page,
+        )
         self.max_page = max_page
         self.filterable_fields = validate_fields(filterable_fields)
         self.embedding_dim = embedding_dim

@@ -43,6 +43,7 @@ from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
 from bifrost.fields import validate_fields
+from bifrost.limits import check_memory_limits, positive_limit
 from bifrost.memory.filters import MetadataFilter
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
 from bifrost.memory.retention import expiry_cutoff, validate_retention
@@ -134,8 +135,13 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         quota: Quota = NO_QUOTA,
         retention_s: float | None = None,
     ) -> None:
-        if min(max_batch, max_top_k, max_scope_any, max_page) < 1:
-            raise ValueError("max_batch, max_top_k, max_scope_any and max_page must be positive")
+        check_memory_limits(
+            embedding_dim=embedding_dim,
+            max_batch=max_batch,
+            max_top_k=max_top_k,
+            max_scope_any=max_scope_any,
+            max_page=max_page,
+        )
         # Expiry (ratatoskr.memory.postgres.retention): every read holds LIVE_SQL.
         self.retention_s = validate_retention(retention_s)
         self.max_page = max_page
@@ -167,9 +173,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
 
     def _cutoff(self, now: float | None = None) -> float:
         """The expiry cutoff parameter at ``now`` (default: the clock)."""
-        return cutoff_param(
-            expiry_cutoff(self._clock() if now is None else now, self.retention_s)
-        )
+        return cutoff_param(expiry_cutoff(self._clock() if now is None else now, self.retention_s))
 
     def sweep_expired(self, limit: int | None = None) -> int:
         """Delete up to ``limit`` (None: all) expired chunks now, oldest first; how many
@@ -560,13 +564,13 @@ def open_postgres_memory_store(
     QuotaExceeded, nothing written); ``retention_s`` expires chunks not written for that
     long (None: never; :mod:`ratatoskr.memory.postgres.retention`).
 
-    Raises InvalidArguments for a bad ``embedding_dim``; ValueError for a bad
-    schema name or limits; SchemaMismatch (naming both dimensions, nothing
+    Raises InvalidLimits (an InvalidArguments and a ValueError) for a bad
+    ``embedding_dim`` or limit; InvalidArguments for a dimension past pgvector's;
+    ValueError for a bad schema name; SchemaMismatch (naming both dimensions, nothing
     changed) when the schema was created with another dimension;
     StorageUnavailable, ForeignDatabase, SchemaTooNew.
     """
-    if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
-        raise InvalidArguments("embedding_dim must be a positive integer")
+    positive_limit("embedding_dim", embedding_dim)
     if embedding_dim > 16_000:
         raise InvalidArguments("embedding_dim must be at most 16000 (pgvector's limit)")
     return open_schema(
