@@ -18,6 +18,7 @@ import pytest
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store, sidecar
 from ratatoskr.memory.sync import SyncedIndex, cache_verdict
+from ratatoskr.sqlite import StorageInconsistent
 from ratatoskr.sqlite.crashtest import kill_mid_stream
 
 from .crash_writer import DIM, batch
@@ -214,6 +215,24 @@ def test_a_rebuild_reads_json_form_chunks_from_vec0(tmp_path: Path) -> None:
     again = open_memory_store(db, embedding_dim=DIM)
     assert again.search([1.0] * DIM, top_k=35) == before
     again.close()
+
+
+def test_vec0_and_the_chunks_disagreeing_is_a_typed_storage_error(tmp_path: Path) -> None:
+    """A rebuild that finds memory_vec missing a chunk's row raises StorageInconsistent
+    (a StorageError the provider names the setting for), not a bare RuntimeError."""
+    db = str(tmp_path / "m.db")
+    store = open_memory_store(db, embedding_dim=DIM)
+    store.upsert_many(
+        [{"id": f"c{i}", "embedding": [float(i) + 0.5] * DIM, "scope": {}} for i in range(3)],
+        idempotency_key="three",
+        ctx=CTX,
+    )
+    with store.database.write() as conn:
+        conn.execute("DELETE FROM memory_vec WHERE chunk_id = ?", ("c1",))
+    store.close()
+    os.unlink(db + sidecar.SUFFIX)
+    with pytest.raises(StorageInconsistent, match="memory_vec and memory_chunks disagree"):
+        open_memory_store(db, embedding_dim=DIM)
 
 
 def _sidecar_seq(db: str) -> int | None:

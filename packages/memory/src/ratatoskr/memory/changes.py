@@ -31,6 +31,8 @@ from collections.abc import Iterable, Sequence
 
 import apsw
 
+from ratatoskr.sqlite import StorageInconsistent
+
 # Tombstones are kept for the last this many change-counter values (writes that
 # changed chunks). A process whose index is further behind reloads it (~2 s at 100k
 # chunks × 384); one that is closer catches up from the tombstones.
@@ -86,11 +88,11 @@ def horizon(conn: apsw.Connection) -> int:
 
 
 def key(conn: apsw.Connection) -> bytes:
-    """The file's tombstone key. Raises RuntimeError for a file without one (its
+    """The file's tombstone key. Raises StorageInconsistent for a file without one (its
     migration 4 did not run, which an open prevents)."""
     rows = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = ?", (KEY,)).fetchall()
     if not rows:
-        raise RuntimeError("the memory file has no tombstone key; run `ratatoskr doctor`")
+        raise StorageInconsistent("the memory file has no tombstone key; run `ratatoskr doctor`")
     return bytes.fromhex(str(rows[0][0]))
 
 

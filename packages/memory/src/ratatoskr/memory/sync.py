@@ -33,13 +33,15 @@ from ratatoskr.memory.index import Candidate, ScopeItems, VectorIndex, scope_ite
 from ratatoskr.memory.records import unit_float32, unit_rows
 from ratatoskr.memory.rwlock import ReadWriteLock
 from ratatoskr.memory.schema import PLANE, migrations
-from ratatoskr.sqlite import codec, schema_version
+from ratatoskr.sqlite import StorageInconsistent, codec, schema_version
 
 _T = TypeVar("_T")
 # Past this many changed rows another process wrote, reloading beats catching up.
 _RELOAD_FRACTION = 0.25
 # Rows a rebuild normalises and codes at once: its float64 temporaries stay ~20 MB.
 _RELOAD_BLOCK = 2048
+
+_DISAGREE = "memory_vec and memory_chunks disagree; run `ratatoskr doctor`"
 
 
 def _count(conn: apsw.Connection) -> int:
@@ -318,7 +320,7 @@ class SyncedIndex:
         order (never a float32 matrix of the whole store: a rebuild's peak is the codes
         twice over, while they are laid out class by class); only chunks stored as JSON
         (an int in the embedding) read their unit vector from vec0, and are coded
-        again from it. Raises RuntimeError when vec0 and the chunks disagree.
+        again from it. Raises StorageInconsistent when vec0 and the chunks disagree.
         """
         total = _count(conn)
         self._digests.forget_all()
@@ -372,7 +374,7 @@ class SyncedIndex:
         if block:
             flush()
         if len(ids) != total:
-            raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
+            raise StorageInconsistent(_DISAGREE)
         if json_rows:
             units = np.empty((len(json_rows), self.dim), dtype=np.float32)
             for j, row in enumerate(json_rows):
@@ -380,14 +382,12 @@ class SyncedIndex:
                     "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (ids[row],)
                 ).fetchall()
                 if not found:
-                    raise RuntimeError(
-                        "memory_vec and memory_chunks disagree; run `ratatoskr doctor`"
-                    )
+                    raise StorageInconsistent(_DISAGREE)
                 units[j] = unit_float32(np.frombuffer(found[0][0], dtype=np.float32))  # type: ignore[arg-type]
             store(0, units, np.asarray(json_rows, dtype=np.int64))
         vec_total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
         if vec_total != total:
-            raise RuntimeError("memory_vec and memory_chunks disagree; run `ratatoskr doctor`")
+            raise StorageInconsistent(_DISAGREE)
         self.index.load_coded(ids, arrays, scopes, (errors[0], errors[1]))
         self.index.seq = db_seq
         self._fill(conn)
