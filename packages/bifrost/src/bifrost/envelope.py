@@ -154,10 +154,15 @@ def _check_tree(root: Any, tally: _Tally) -> None:
                     _check_str(k)
                     tally.colons += k.count(":")
                     stack.append((v, depth + 1))
-            elif (kinds := set(map(type, node))) <= _FLAT:
-                _check_floats(
-                    node if kinds == {float} else [v for v in node if type(v) is float], tally
-                )
+            elif (kinds := [*map(type, node)]).count(float) == len(kinds):
+                # Only floats (an embedding): neither parser makes a non-finite one (orjson
+                # refuses them, the strict parser's hooks too), so the bounds alone tell
+                # whether one is as large as an integer orjson read beyond 64 bits; an
+                # infinity would fall there too. Two C passes, no per-item abs().
+                if node and (max(node) >= _INT64_LIMIT or min(node) <= -_INT64_LIMIT):
+                    _check_floats(node, tally)
+            elif set(kinds) <= _FLAT:
+                _check_floats([v for v in node if type(v) is float], tally)
             else:
                 stack.extend((v, depth + 1) for v in node)
 
