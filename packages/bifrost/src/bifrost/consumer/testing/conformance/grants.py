@@ -130,7 +130,7 @@ def _attack(
     """Tenant A: write ``rid`` then delete it, over and over until ``stop``."""
     while not stop.is_set():
         with suppress(BifrostError):
-            write(0, rid, f"a-{next(keys)}")
+            write(0, rid, f"{rid}-a-{next(keys)}")
         with suppress(BifrostError):
             delete(rid)
 
@@ -140,17 +140,18 @@ def delete_race(
     delete: Callable[[str], Any],
     owner: Callable[[str], str | None],
     rounds: int = DELETE_RACE_ROUNDS,
+    prefix: str = "delete-race",
 ) -> int:
     """``rounds`` rounds, each on a new id: :data:`ATTACKERS` threads of tenant A
     (``write(0, id, key)`` then ``delete(id)``, errors ignored) over and over while B
     writes the id (``write(1, id, key)``, a fresh ``key`` each attempt) until it is
     acknowledged; then A stops, and ``owner(id)`` (the stored record's tenant) must be
-    B's. Returns the rounds in which B was acknowledged (at least half must be: the
-    test cannot pass by never racing)."""
+    B's. Ids are ``{prefix}-{round}``. Returns the rounds in which B was acknowledged
+    (at least half must be: the test cannot pass by never racing)."""
     keys = itertools.count()
     acked = 0
     for r in range(rounds):
-        rid = f"delete-race-{r}"
+        rid = f"{prefix}-{r}"
         stop = threading.Event()
         threads = [
             threading.Thread(target=_attack, args=(write, delete, rid, stop, keys))
@@ -162,7 +163,7 @@ def delete_race(
             ok = False
             for attempt in range(_CREATE_ATTEMPTS):
                 try:
-                    write(1, rid, f"b-{rid}-{attempt}")
+                    write(1, rid, f"{rid}-b-{attempt}")
                 except Forbidden:
                     continue
                 ok = True
