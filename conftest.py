@@ -9,7 +9,107 @@ number of examples each test asks for is unchanged.
 
 from __future__ import annotations
 
+import io
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ratatoskr", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ratatoskr")
+
+
+# -- `ratatoskr <command>` in this process ----------------------------------------------
+#
+# A `python -m ratatoskr.provider` subprocess costs ~2 s before it does anything (the
+# interpreter and every plane's imports). Tests of what a command prints, exits with and
+# writes run `cli.main(argv)` here instead, as the subprocess would see it: only the
+# given RATATOSKR_* variables, the given working directory, stdin from `input`, stdout
+# and stderr captured (text and `.buffer`), the status main returns or argparse exits
+# with. What a command changes in the process (umask, logging, environment, working
+# directory) is put back. Tests that need a real process (serve, signals, SIGKILL, real
+# pipes) still start one.
+
+RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def _stream(data: bytes = b"") -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    raw = stream.buffer.getvalue()  # type: ignore[attr-defined]
+    # As `subprocess.run(text=True)` reads it (universal newlines).
+    return str(raw.decode("utf-8")).replace("\r\n", "\n").replace("\r", "\n")
+
+
+LoggerState = tuple[int, list[logging.Handler], bool, bool]
+
+
+def _loggers() -> list[logging.Logger]:
+    known = logging.Logger.manager.loggerDict.values()
+    return [logging.getLogger(), *(lg for lg in known if isinstance(lg, logging.Logger))]
+
+
+def _restore_logging(saved: dict[logging.Logger, LoggerState]) -> None:
+    for logger in _loggers():
+        level, handlers, propagate, disabled = saved.get(logger, (logging.NOTSET, [], True, False))
+        for handler in logger.handlers:
+            if handler not in handlers:
+                handler.close()
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+        logger.disabled = disabled
+
+
+def run_cli(
+    args: Sequence[str], env: Mapping[str, str], cwd: Path, *, input: str | bytes = b""
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ratatoskr.provider <args>`` with ``env`` in ``cwd``, in this process."""
+    from ratatoskr.provider import cli  # noqa: PLC0415 - only the tests that use it
+
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_umask = os.umask(0o077)
+    os.umask(saved_umask)
+    saved_logging = {
+        lg: (lg.level, list(lg.handlers), lg.propagate, lg.disabled) for lg in _loggers()
+    }
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    out, err = _stream(), _stream()
+    try:
+        for name in [n for n in os.environ if n.startswith("RATATOSKR_")]:
+            del os.environ[name]
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.stdin = _stream(input.encode() if isinstance(input, str) else input)
+        sys.stdout, sys.stderr = out, err
+        try:
+            status = cli.main(list(args))
+        except SystemExit as exc:  # argparse: --help, --version, a bad choice
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        _restore_logging(saved_logging)
+        os.umask(saved_umask)
+        os.chdir(saved_cwd)
+        for name in [n for n in os.environ if n not in saved_env]:
+            del os.environ[name]
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["ratatoskr", *args], status, _text(out), _text(err))
+
+
+@pytest.fixture
+def ratatoskr_cli() -> RunCli:
+    """:func:`run_cli`: ``ratatoskr_cli(args, env, cwd, input=...)`` returns what
+    ``subprocess.run(..., capture_output=True, text=True)`` would."""
+    return run_cli

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -48,16 +48,7 @@ SENTINELS = {
 }
 
 
-def ratatoskr(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", *args],
-        env={**full, **env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def found_in(data_dir: Path, area: str) -> set[str]:
@@ -106,6 +97,7 @@ def seed(dsn: str) -> None:
 
 
 def test_what_an_erasure_leaves_in_the_postgres_files(
+    ratatoskr_cli: RunCli,
     database: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
@@ -130,7 +122,7 @@ def test_what_an_erasure_leaves_in_the_postgres_files(
         assert written["pg_wal"] == set(SENTINELS)
 
         scope = json.dumps({"end_user": USER})
-        done = ratatoskr(["forget", "--scope", scope], env, tmp_path)
+        done = ratatoskr_cli(["forget", "--scope", scope], env, tmp_path)
         assert done.returncode == 0, done.stderr
         assert "memory: erased 1 chunks" in done.stdout and "affect: erased 1 keys" in done.stdout
         deleted = step()
@@ -153,7 +145,7 @@ def test_what_an_erasure_leaves_in_the_postgres_files(
         print("after VACUUM, base/ holds:", sorted(vacuumed["base"]))
         assert vacuumed["pg_wal"] == set(SENTINELS)
 
-        full = ratatoskr(["forget", "--scope", scope, "--vacuum-full"], env, tmp_path)
+        full = ratatoskr_cli(["forget", "--scope", scope, "--vacuum-full"], env, tmp_path)
         assert full.returncode == 0, full.stderr
         assert "memory: erased 0 chunks" in full.stdout
         rewritten = step()

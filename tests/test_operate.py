@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,17 +87,7 @@ def writing(base: str, plane: str, tag: str) -> Iterator[Writer]:
         writer.stop()
 
 
-def cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
-    full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", *args],
-        env=full,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def keys_in(path: Path, sql: str) -> set[str]:
@@ -124,7 +114,7 @@ def seed(base: str, n: int) -> None:
 
 
 def test_backup_while_writers_write(
-    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
+    ratatoskr_cli: RunCli, server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url, 3000)
     with (
@@ -139,7 +129,9 @@ def test_backup_while_writers_write(
         ):
             acknowledged = list(writer.acked)  # all returned 200 before the backup starts
             copy = tmp_path / f"{plane}.bak"
-            done = cli(["backup", "--plane", plane, "--to", str(copy)], server_env, tmp_path)
+            done = ratatoskr_cli(
+                ["backup", "--plane", plane, "--to", str(copy)], server_env, tmp_path
+            )
             assert done.returncode == 0, done.stderr
             after = len(writer.acked)
             stored = keys_in(copy, sql)
@@ -154,12 +146,14 @@ def test_backup_while_writers_write(
 
 
 def test_restore_refused_while_a_provider_has_the_file_open(
-    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
+    ratatoskr_cli: RunCli, server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url, 10)
     backup = tmp_path / "memory.bak"
     assert (
-        cli(["backup", "--plane", "memory", "--to", str(backup)], server_env, tmp_path).returncode
+        ratatoskr_cli(
+            ["backup", "--plane", "memory", "--to", str(backup)], server_env, tmp_path
+        ).returncode
         == 0
     )
     client = memory_client(server.base_url)
@@ -170,7 +164,7 @@ def test_restore_refused_while_a_provider_has_the_file_open(
     restore = ["restore", "--plane", "memory", "--from", str(backup)]
     for state in ("idle", "writing"):
         with writing(server.base_url, "memory", "w") if state == "writing" else _nothing():
-            done = cli(restore, server_env, tmp_path)
+            done = ratatoskr_cli(restore, server_env, tmp_path)
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1, done.stderr
@@ -180,7 +174,7 @@ def test_restore_refused_while_a_provider_has_the_file_open(
     assert httpx.get(f"{server.base_url}/readyz").status_code == 200
     client.close()
     server.stop()
-    done = cli(restore, server_env, tmp_path)
+    done = ratatoskr_cli(restore, server_env, tmp_path)
     assert done.returncode == 0, done.stderr
     again = start_server(["serve"], server_env, tmp_path)
     try:
@@ -198,12 +192,12 @@ def _nothing() -> Iterator[None]:
 
 
 def test_stats_beside_a_serving_provider(
-    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
+    ratatoskr_cli: RunCli, server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url, 700)
     with writing(server.base_url, "memory", "s") as writer:
         writer.wait_for(20)
-        done = cli(["stats", "--json"], server_env, tmp_path)
+        done = ratatoskr_cli(["stats", "--json"], server_env, tmp_path)
         seen = len(writer.acked)
     assert done.returncode == 0, done.stderr
     memory = json.loads(done.stdout)["planes"]["memory"]
@@ -296,7 +290,7 @@ def _leftovers(where: Path) -> list[str]:
 
 
 def test_killed_backup_and_restore_leave_nothing_after_the_next_start(
-    server_env: dict[str, str], tmp_path: Path
+    ratatoskr_cli: RunCli, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     from bifrost.context import DispatchContext  # noqa: PLC0415
     from ratatoskr.memory import open_memory_store  # noqa: PLC0415
@@ -320,7 +314,9 @@ def test_killed_backup_and_restore_leave_nothing_after_the_next_start(
     store.close()
     kept = tmp_path / "kept"
     kept.mkdir()
-    done = cli(["backup", "--plane", "memory", "--to", str(kept / "full.db")], server_env, tmp_path)
+    done = ratatoskr_cli(
+        ["backup", "--plane", "memory", "--to", str(kept / "full.db")], server_env, tmp_path
+    )
     assert done.returncode == 0, done.stderr
     # A backup killed with its destination beside the live file, and a restore killed
     # mid-copy: before the fix both left a hidden full copy there for good.
@@ -353,7 +349,9 @@ def test_killed_backup_and_restore_leave_nothing_after_the_next_start(
         kept,
     )
     assert _leftovers(kept)
-    done = cli(["backup", "--plane", "memory", "--to", str(kept / "b.db")], server_env, tmp_path)
+    done = ratatoskr_cli(
+        ["backup", "--plane", "memory", "--to", str(kept / "b.db")], server_env, tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert _leftovers(kept) == []
     _kill_mid_copy(
@@ -362,6 +360,8 @@ def test_killed_backup_and_restore_leave_nothing_after_the_next_start(
         tmp_path,
         tmp_path,
     )
-    done = cli(["restore", "--plane", "memory", "--from", str(kept / "b.db")], server_env, tmp_path)
+    done = ratatoskr_cli(
+        ["restore", "--plane", "memory", "--from", str(kept / "b.db")], server_env, tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert _leftovers(tmp_path) == []

@@ -1,15 +1,15 @@
 """Moving a deployment from SQLite to PostgreSQL: ``ratatoskr export`` from the SQLite
 planes, ``ratatoskr import`` with the DSN configured, and the export of the
 destination equals the source's line for line (the header's time aside); a second
-import changes nothing. Commands run as a user runs them (subprocesses)."""
+import changes nothing. Commands run as a user runs them, in this process (the root
+conftest's ``ratatoskr_cli``)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -27,19 +27,14 @@ pytestmark = pytest.mark.slow
 CTX = DispatchContext(actor="agent", scope={})
 
 
-def ratatoskr(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
-    return subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", *args],
-        env={**full, **env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def test_sqlite_to_postgres_and_back_line_for_line(database: str, tmp_path: Path) -> None:  # noqa: F811
+def test_sqlite_to_postgres_and_back_line_for_line(
+    ratatoskr_cli: RunCli,
+    database: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     sqlite_env = {
         "RATATOSKR_MEMORY_DB": str(tmp_path / "memory.db"),
         "RATATOSKR_AFFECT_DB": str(tmp_path / "affect.db"),
@@ -77,11 +72,13 @@ def test_sqlite_to_postgres_and_back_line_for_line(database: str, tmp_path: Path
     pg_env = {**sqlite_env, "RATATOSKR_MEMORY_DB": database, "RATATOSKR_AFFECT_DB": database}
     for plane in ("memory", "affect"):
         source, again = tmp_path / f"{plane}.jsonl", tmp_path / f"{plane}.pg.jsonl"
-        done = ratatoskr(["export", "--plane", plane, "--to", str(source)], sqlite_env, tmp_path)
+        done = ratatoskr_cli(
+            ["export", "--plane", plane, "--to", str(source)], sqlite_env, tmp_path
+        )
         assert done.returncode == 0, done.stderr
-        done = ratatoskr(["import", "--plane", plane, "--from", str(source)], pg_env, tmp_path)
+        done = ratatoskr_cli(["import", "--plane", plane, "--from", str(source)], pg_env, tmp_path)
         assert done.returncode == 0, done.stderr
-        done = ratatoskr(["export", "--plane", plane, "--to", str(again)], pg_env, tmp_path)
+        done = ratatoskr_cli(["export", "--plane", plane, "--to", str(again)], pg_env, tmp_path)
         assert done.returncode == 0, done.stderr
         a, b = source.read_text().splitlines(), again.read_text().splitlines()
         assert len(a) == (40 if plane == "memory" else 13)
@@ -90,7 +87,7 @@ def test_sqlite_to_postgres_and_back_line_for_line(database: str, tmp_path: Path
         head_a.pop("exported_at"), head_b.pop("exported_at")
         assert head_a == head_b
         # Idempotent: a second import into PostgreSQL skips every record.
-        done = ratatoskr(["import", "--plane", plane, "--from", str(source)], pg_env, tmp_path)
+        done = ratatoskr_cli(["import", "--plane", plane, "--from", str(source)], pg_env, tmp_path)
         assert done.returncode == 0, done.stderr
         assert " 0 new" in done.stderr and " 0 replaced" in done.stderr
         # And back to a fresh SQLite file: the same lines again.
@@ -99,10 +96,10 @@ def test_sqlite_to_postgres_and_back_line_for_line(database: str, tmp_path: Path
             "RATATOSKR_MEMORY_DB": str(tmp_path / "back-memory.db"),
             "RATATOSKR_AFFECT_DB": str(tmp_path / "back-affect.db"),
         }
-        done = ratatoskr(["import", "--plane", plane, "--from", str(again)], back_env, tmp_path)
+        done = ratatoskr_cli(["import", "--plane", plane, "--from", str(again)], back_env, tmp_path)
         assert done.returncode == 0, done.stderr
         back = tmp_path / f"{plane}.back.jsonl"
-        done = ratatoskr(["export", "--plane", plane, "--to", str(back)], back_env, tmp_path)
+        done = ratatoskr_cli(["export", "--plane", plane, "--to", str(back)], back_env, tmp_path)
         assert back.read_text().splitlines()[1:] == a[1:]
     # Tenants' usage (bifrost.quota) counts the imported records as the writes had:
     # the PostgreSQL usage tables equal the SQLite ones the source's upserts kept.
@@ -126,7 +123,7 @@ def test_sqlite_to_postgres_and_back_line_for_line(database: str, tmp_path: Path
     for plane in ("memory", "affect"):
         lines = []
         for env in (sqlite_env, pg_env):
-            done = ratatoskr(
+            done = ratatoskr_cli(
                 ["export", "--plane", plane, "--scope", scope, "--to", "-"], env, tmp_path
             )
             assert done.returncode == 0, done.stderr

@@ -12,15 +12,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-
-from ratatoskr.provider.testing import child_env
 
 from .reliability.support import (
     affect_client,
@@ -61,7 +58,9 @@ def _writes(server: Any, plane: str, n: int, first: int = 1000) -> list[tuple[An
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_removed_or_replaced_wal_is_never_acknowledged_into(tmp_path: Path, workers: int) -> None:
+def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
+    ratatoskr_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path, workers: int
+) -> None:
     env = provider_env(tmp_path)
     with running(tmp_path, env, "--workers", str(workers)) as server:
         for plane in ("memory", "affect", "vmp"):
@@ -71,14 +70,7 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(tmp_path: Path, wo
         # What is acknowledged so far is copied into the database files (the operator's
         # `compact` ends with a TRUNCATE checkpoint): what a removed WAL still held is
         # lost with it, whatever the provider does.
-        done = subprocess.run(
-            [sys.executable, "-m", "ratatoskr.provider", "compact"],
-            env=child_env(env),
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = ratatoskr_cli(["compact"], env, tmp_path)
         assert done.returncode == 0, done.stderr
         # memory: -wal unlinked; affect: -wal replaced by another file; vmp: -shm unlinked.
         Path(env["RATATOSKR_MEMORY_DB"] + "-wal").unlink()

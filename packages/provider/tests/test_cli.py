@@ -4,11 +4,9 @@ no database created or changed; token and doctor."""
 from __future__ import annotations
 
 import hashlib
-import os
 import socket
 import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import jwt
@@ -20,18 +18,14 @@ from ratatoskr.memory.testing import chunk, one_hot
 
 from .conftest import KEY
 
+Run = Callable[..., subprocess.CompletedProcess[str]]
 
-def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RATATOSKR_")}
-    full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", *args],
-        env=full,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+@pytest.fixture
+def run(ratatoskr_cli: Run) -> Run:
+    """``run(args, env, cwd)``: ``ratatoskr <args>`` in process (the root conftest's
+    ``ratatoskr_cli``), as a subprocess with only ``env``'s settings would run it."""
+    return ratatoskr_cli
 
 
 def snapshot(d: Path) -> dict[str, str]:
@@ -70,7 +64,7 @@ def assert_refused(result: subprocess.CompletedProcess[str], setting: str) -> No
     assert setting in lines[0]
 
 
-def test_wrong_dimension_vs_existing_file(tmp_path: Path, env: dict[str, str]) -> None:
+def test_wrong_dimension_vs_existing_file(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     open_memory_store(env["RATATOSKR_MEMORY_DB"], embedding_dim=16).close()
     before = snapshot(tmp_path)
     result = run(["serve"], env, tmp_path)
@@ -79,7 +73,7 @@ def test_wrong_dimension_vs_existing_file(tmp_path: Path, env: dict[str, str]) -
     assert snapshot(tmp_path) == before  # neither changed nor any other plane's file created
 
 
-def test_unreadable_key_file(tmp_path: Path, env: dict[str, str]) -> None:
+def test_unreadable_key_file(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     del env["RATATOSKR_HEIMDALL_KEY"]
     env["RATATOSKR_HEIMDALL_KEY_FILE"] = str(tmp_path / "missing.key")
     assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_HEIMDALL_KEY_FILE")
@@ -91,19 +85,19 @@ def test_unreadable_key_file(tmp_path: Path, env: dict[str, str]) -> None:
     assert snapshot(tmp_path) == {"loose.key": hashlib.sha256(b"k").hexdigest()}
 
 
-def test_same_file_for_two_planes(tmp_path: Path, env: dict[str, str]) -> None:
+def test_same_file_for_two_planes(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     env["RATATOSKR_AFFECT_DB"] = env["RATATOSKR_MEMORY_DB"]
     assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_MEMORY_DB and RATATOSKR_AFFECT_DB")
     assert snapshot(tmp_path) == {}
 
 
-def test_port_in_use(tmp_path: Path, env: dict[str, str], busy_port: int) -> None:
+def test_port_in_use(run: Run, tmp_path: Path, env: dict[str, str], busy_port: int) -> None:
     env["RATATOSKR_PORT"] = str(busy_port)
     assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_PORT")
     assert snapshot(tmp_path) == {}
 
 
-def test_no_key_is_refused_with_what_to_set(tmp_path: Path, env: dict[str, str]) -> None:
+def test_no_key_is_refused_with_what_to_set(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     del env["RATATOSKR_HEIMDALL_KEY"]
     result = run(["serve"], env, tmp_path)
     assert_refused(result, "RATATOSKR_HEIMDALL_KEY")
@@ -111,17 +105,19 @@ def test_no_key_is_refused_with_what_to_set(tmp_path: Path, env: dict[str, str])
     assert snapshot(tmp_path) == {}
 
 
-def test_bad_value_names_the_setting(tmp_path: Path, env: dict[str, str]) -> None:
+def test_bad_value_names_the_setting(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     env["RATATOSKR_MEMORY_EMBEDDING_DIM"] = "many"
     assert_refused(run(["serve"], env, tmp_path), "RATATOSKR_MEMORY_EMBEDDING_DIM")
 
 
-def test_vmp_needs_a_key_off_loopback(tmp_path: Path, env: dict[str, str]) -> None:
+def test_vmp_needs_a_key_off_loopback(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     env["RATATOSKR_HOST"] = "0.0.0.0"
     assert_refused(run(["serve", "--plane", "vmp"], env, tmp_path), "RATATOSKR_VMP_API_KEY")
 
 
-def test_token_is_bound_to_body_plane_and_verb(tmp_path: Path, env: dict[str, str]) -> None:
+def test_token_is_bound_to_body_plane_and_verb(
+    run: Run, tmp_path: Path, env: dict[str, str]
+) -> None:
     body = tmp_path / "body.json"
     body.write_bytes(b'{"x": 1}')
     result = run(
@@ -150,7 +146,7 @@ def test_token_is_bound_to_body_plane_and_verb(tmp_path: Path, env: dict[str, st
     assert claims["exp"] - claims["iat"] <= 300
 
 
-def test_doctor(tmp_path: Path, env: dict[str, str]) -> None:
+def test_doctor(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     fresh = run(["doctor"], env, tmp_path)
     assert fresh.returncode == 0, fresh.stdout
     assert "not created yet" in fresh.stdout
@@ -167,7 +163,9 @@ def _cache_line(stdout: str) -> str:
     return next(line for line in stdout.splitlines() if "memory index cache" in line)
 
 
-def test_doctor_reports_the_memory_index_cache(tmp_path: Path, env: dict[str, str]) -> None:
+def test_doctor_reports_the_memory_index_cache(
+    run: Run, tmp_path: Path, env: dict[str, str]
+) -> None:
     path = env["RATATOSKR_MEMORY_DB"]
     ctx = DispatchContext(actor="a")
 
@@ -200,7 +198,7 @@ def test_doctor_reports_the_memory_index_cache(tmp_path: Path, env: dict[str, st
     assert after == before  # doctor changed nothing
 
 
-def test_dev_mode_key_is_private_and_stable(tmp_path: Path) -> None:
+def test_dev_mode_key_is_private_and_stable(run: Run, tmp_path: Path) -> None:
     body = tmp_path / "b.json"
     body.write_text("{}")
     first = run(

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,10 @@ import bifrost
 from ratatoskr.provider import cli
 
 
-def test_version_names_provider_and_bifrost() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", "--version"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_version_names_provider_and_bifrost(
+    ratatoskr_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    result = ratatoskr_cli(["--version"], {}, tmp_path)
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip()
     assert line.startswith(f"ratatoskr-provider {importlib.metadata.version('ratatoskr-provider')}")

@@ -9,16 +9,16 @@ from pathlib import Path
 from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store
 
-from .test_cli import assert_refused, env, run
+from .test_cli import Run, assert_refused, env, run
 
-__all__ = ["env"]
+__all__ = ["env", "run"]  # the fixtures, re-used
 
 
 def _size(path: str) -> int:
     return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
 
 
-def test_compact_gives_deleted_space_back(tmp_path: Path, env: dict[str, str]) -> None:
+def test_compact_gives_deleted_space_back(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     path = env["RATATOSKR_MEMORY_DB"]
     store = open_memory_store(path, embedding_dim=8)
     ctx = DispatchContext(actor="a")
@@ -41,7 +41,9 @@ def test_compact_gives_deleted_space_back(tmp_path: Path, env: dict[str, str]) -
     store.close()
 
 
-def test_compact_of_a_missing_file_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+def test_compact_of_a_missing_file_is_refused(
+    run: Run, tmp_path: Path, env: dict[str, str]
+) -> None:
     result = run(["compact", "--plane", "affect"], env, tmp_path)
     assert_refused(result, "RATATOSKR_AFFECT_DB")
     assert not os.path.exists(env["RATATOSKR_AFFECT_DB"])

@@ -23,7 +23,9 @@ from ratatoskr.provider.operate import plane_file, run_backup, run_restore, run_
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
 
 from .conftest import KEY
-from .test_cli import run
+from .test_cli import Run, run
+
+__all__ = ["run"]  # the fixture, re-used
 
 CTX = DispatchContext(actor="agent", scope={"tenant": "t"})
 
@@ -84,7 +86,7 @@ def planes(env: dict[str, str]) -> dict[str, str]:
 
 
 def test_backup_then_restore_round_trip(
-    tmp_path: Path, env: dict[str, str], planes: dict[str, str]
+    run: Run, tmp_path: Path, env: dict[str, str], planes: dict[str, str]
 ) -> None:
     for plane in ("memory", "affect"):
         copy = tmp_path / f"{plane}.bak"
@@ -137,7 +139,9 @@ def test_backup_refuses_the_files_beside_a_symlinked_database(
         assert line.startswith("--to: ") and "beside" in line, target
 
 
-def test_a_refusal_is_one_line_on_stderr_exit_2(tmp_path: Path, env: dict[str, str]) -> None:
+def test_a_refusal_is_one_line_on_stderr_exit_2(
+    run: Run, tmp_path: Path, env: dict[str, str]
+) -> None:
     before = listing(tmp_path)
     refused(run(["backup", "--plane", "vmp", "--to", "v.bak"], env, tmp_path), "snapshot")
     refused(run(["restore", "--plane", "memory", "--from", "missing.bak"], env, tmp_path), "--from")
@@ -237,7 +241,7 @@ def test_restore_refusals_leave_everything_as_it_was(
 
 
 def test_restore_into_a_new_deployment(
-    tmp_path: Path, env: dict[str, str], planes: dict[str, str]
+    run: Run, tmp_path: Path, env: dict[str, str], planes: dict[str, str]
 ) -> None:
     run_backup(config(env), "affect", str(tmp_path / "a.bak"), overwrite=False, out=io.StringIO())
     (tmp_path / "new").mkdir()
@@ -262,7 +266,9 @@ def test_plane_file_takes_its_facts_from_the_planes(settings: Settings) -> None:
 # -- stats ------------------------------------------------------------------------------
 
 
-def test_stats_table_and_json(tmp_path: Path, env: dict[str, str], planes: dict[str, str]) -> None:
+def test_stats_table_and_json(
+    run: Run, tmp_path: Path, env: dict[str, str], planes: dict[str, str]
+) -> None:
     before = listing(tmp_path)
     done = run(["stats", "--json"], env, tmp_path)
     assert done.returncode == 0, done.stderr

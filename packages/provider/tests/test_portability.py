@@ -26,7 +26,9 @@ from ratatoskr.provider.operate import OperationFailed
 from ratatoskr.provider.settings import ConfigError, Settings
 
 from .conftest import KEY
-from .test_cli import run
+from .test_cli import Run, run
+
+__all__ = ["run"]  # the fixture, re-used
 
 CTX = DispatchContext(actor="agent", scope={})
 DIM = 4
@@ -262,7 +264,7 @@ def test_conflicts_follow_on_conflict(
     assert body(mine) == theirs[1:]
 
 
-def test_stdin_and_stdout(source: Settings, tmp_path: Path) -> None:
+def test_stdin_and_stdout(run: Run, source: Settings, tmp_path: Path) -> None:
     env = {
         "RATATOSKR_MEMORY_DB": source.memory_db,
         "RATATOSKR_AFFECT_DB": source.affect_db,
@@ -286,16 +288,22 @@ def test_stdin_and_stdout(source: Settings, tmp_path: Path) -> None:
     )
     assert imported.returncode == 0, imported.stderr
     assert "30 new" in imported.stderr
-    again = run(["export", "--plane", "memory", "--to", "-"], env_dest, tmp_path)
-    assert again.stdout.splitlines()[1:] == exported.stdout.splitlines()[1:]
-    broken = "\n".join([*exported.stdout.splitlines()[:3], "{oops"]) + "\n"
-    refused = subprocess.run(
-        [sys.executable, "-m", "ratatoskr.provider", "import", "--plane", "memory", "--from", "-"],
-        input=broken,
-        env={**full, **env, "RATATOSKR_MEMORY_DB": str(dest / "other.db")},
+    # A real process's stdin (above) and stdout (here); the refusal in process.
+    again = subprocess.run(
+        [sys.executable, "-m", "ratatoskr.provider", "export", "--plane", "memory", "--to", "-"],
+        env={**full, **env_dest},
         capture_output=True,
         text=True,
         timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[1:] == exported.stdout.splitlines()[1:]
+    broken = "\n".join([*exported.stdout.splitlines()[:3], "{oops"]) + "\n"
+    refused = run(
+        ["import", "--plane", "memory", "--from", "-"],
+        {**env, "RATATOSKR_MEMORY_DB": str(dest / "other.db")},
+        tmp_path,
+        input=broken,
     )
     assert refused.returncode == 1
     assert refused.stderr.strip() == (

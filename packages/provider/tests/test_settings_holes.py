@@ -17,12 +17,12 @@ from ratatoskr.provider.preflight import open_planes
 from ratatoskr.provider.settings import ConfigError, Settings, unknown_variables
 from ratatoskr.vmp import open_vmp_store
 
-from .test_cli import assert_refused, env, run, snapshot
+from .test_cli import Run, assert_refused, env, run, snapshot
 
-__all__ = ["env"]  # the fixture, re-used
+__all__ = ["env", "run"]  # the fixtures, re-used
 
 
-def test_a_sqlite_uri_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+def test_a_sqlite_uri_is_refused(run: Run, tmp_path: Path, env: dict[str, str]) -> None:
     """`file:shared.db` once put two planes in one file and switched the deleted-file
     guard off."""
     for value in ("file:shared.db", "FILE:/tmp/x.db?cache=shared"):
@@ -42,7 +42,7 @@ def test_a_sqlite_uri_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
     ],
 )
 def test_short_keys_are_refused(
-    tmp_path: Path, env: dict[str, str], variable: str, value: str, needle: str
+    run: Run, tmp_path: Path, env: dict[str, str], variable: str, value: str, needle: str
 ) -> None:
     before = snapshot(tmp_path)
     result = run(["serve"], {**env, variable: value}, tmp_path)
@@ -53,7 +53,7 @@ def test_short_keys_are_refused(
 
 
 def test_a_world_readable_database_is_refused_with_the_chmod_to_run(
-    tmp_path: Path, env: dict[str, str]
+    run: Run, tmp_path: Path, env: dict[str, str]
 ) -> None:
     open_memory_store(env["RATATOSKR_MEMORY_DB"], embedding_dim=8).close()
     os.chmod(env["RATATOSKR_MEMORY_DB"], 0o644)
@@ -80,7 +80,9 @@ def test_files_are_owner_only_whatever_the_umask(tmp_path: Path) -> None:
         assert stat.S_IMODE(p.stat().st_mode) == 0o600, p.name
 
 
-def test_a_file_holding_another_planes_data_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+def test_a_file_holding_another_planes_data_is_refused(
+    run: Run, tmp_path: Path, env: dict[str, str]
+) -> None:
     """The affect plane pointed at the VMP file once created its tables inside it, and
     `doctor` said all good."""
     open_vmp_store(env["RATATOSKR_VMP_DB"], dim=16).close()
@@ -96,7 +98,7 @@ def test_a_file_holding_another_planes_data_is_refused(tmp_path: Path, env: dict
 
 
 def test_a_mistyped_setting_is_refused_naming_the_real_one(
-    tmp_path: Path, env: dict[str, str]
+    run: Run, tmp_path: Path, env: dict[str, str]
 ) -> None:
     before = snapshot(tmp_path)
     result = run(["serve"], {**env, "RATATOSKR_MEMORY_DIM": "768"}, tmp_path)
