@@ -17,20 +17,11 @@ from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.support import SpyMemoryStore
 from bifrost.context import DispatchContext
 from bifrost.errors import (
-    BifrostError,
-    Forbidden,
-    IdempotencyConflict,
-    Internal,
     InvalidArguments,
-    InvalidFilter,
     MalformedEnvelope,
-    PayloadTooLarge,
-    RevisionMismatch,
-    Unauthenticated,
     UnknownVerb,
     UnsupportedVerb,
     UnsupportedWireVersion,
-    error_from_wire,
     render_error,
 )
 from bifrost.idempotency import idempotency_id, request_digest, ttl_seconds
@@ -46,32 +37,6 @@ from bifrost.memory import (
     validate_search,
     validate_upsert,
 )
-
-ALL_ERRORS: list[tuple[BifrostError, int, str]] = [
-    (MalformedEnvelope(), 400, "bifrost.malformed_envelope"),
-    (UnsupportedWireVersion(), 400, "bifrost.unsupported_wire_version"),
-    (UnknownVerb(), 400, "bifrost.unknown_verb"),
-    (Unauthenticated(), 401, "bifrost.unauthenticated"),
-    (Forbidden(), 403, "bifrost.forbidden"),
-    (UnsupportedVerb(), 501, "memory.unsupported_verb"),
-    (PayloadTooLarge(), 413, "bifrost.payload_too_large"),
-    (InvalidArguments(), 400, "memory.invalid_arguments"),
-    (InvalidFilter(), 400, "memory.invalid_filter"),
-    (IdempotencyConflict(), 409, "memory.idempotency_conflict"),
-    (RevisionMismatch("a", 1, 2), 409, "memory.revision_mismatch"),
-    (Internal(), 500, "bifrost.internal"),
-]
-
-
-@pytest.mark.parametrize(("exc", "status", "code"), ALL_ERRORS)
-def test_error_table(exc: BifrostError, status: int, code: str) -> None:
-    got_status, body = render_error(exc, plane="memory", call_id="c")
-    assert (got_status, body["error"]["code"], body["call_id"]) == (status, code, "c")
-    assert exc.wire_code("affect") == code.replace("memory.", "affect.")
-    back = error_from_wire(code, body["error"]["message"], body["error"]["details"], status)
-    assert type(back) is type(exc)
-    assert back.wire_code() == code
-    assert back.details == exc.details
 
 
 def test_unknown_exception_renders_internal() -> None:
