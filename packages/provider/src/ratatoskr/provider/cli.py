@@ -9,11 +9,8 @@ valid backup or restore whose work fails (a full disk) is one line and status 1.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
-import shlex
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-import bifrost
 from bifrost.client import mint_token
-from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import InvalidArguments
 from bifrost.names import one_of, safe_name
 from bifrost.planes import plane_spec
@@ -42,17 +37,16 @@ from ratatoskr.provider.operate import (
     run_stats,
 )
 from ratatoskr.provider.portable import PORTABLE_PLANES
-from ratatoskr.provider.registry import PLANE_TABLE, PLANES, entry
+from ratatoskr.provider.registry import PLANE_TABLE, PLANES
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
     ConfigError,
     Plane,
     Settings,
-    is_dsn,
-    redact_dsn,
     unknown_variables,
 )
-from ratatoskr.sqlite import MEMORY_PATH
+from ratatoskr.provider.startup import announce, data_line, version_line
+from ratatoskr.provider.startup import command_hint as _command  # noqa: F401 (tests read cli._command)
 
 __all__ = ["EXIT_CONFIG", "bind_socket", "load_settings", "main", "parser"]
 
@@ -119,84 +113,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     where = ", ".join(f"{p} at {base}/{p}" for p in planes) if len(planes) > 1 else base
     try:
         data = data_line(settings, planes)
-        return serve(
-            settings, planes, sock, announce=lambda: _announce(args.dev, where, base, data)
-        )
+        return serve(settings, planes, sock, announce=lambda: announce(args.dev, where, base, data))
     finally:
         sock.close()
 
 
 def _env_host() -> str | None:
     return os.environ.get("RATATOSKR_HOST")
-
-
-def data_line(settings: Settings, planes: tuple[Plane, ...]) -> str:
-    """Where each plane's data really is (an absolute file, or the DSN with its
-    password redacted and the schema), and the Heimdall key's file if one is used."""
-    parts = []
-    for plane in planes:
-        path = settings.db_path(plane)
-        schema = entry(plane).postgres
-        if is_dsn(path):
-            shown = redact_dsn(path) + (f" (schema {schema.schema})" if schema else "")
-        elif path == MEMORY_PATH:
-            shown = f"{MEMORY_PATH} (nothing survives a restart)"
-        else:
-            shown = os.path.abspath(path)
-        parts.append(f"{plane} in {shown}")
-    line = "ratatoskr: data: " + ", ".join(parts)
-    if settings.heimdall_key_file is not None and any(entry(p).takes_tokens for p in planes):
-        line += f"; Heimdall key in {os.path.abspath(settings.heimdall_key_file)}"
-    return line
-
-
-def _announce(dev: bool, where: str, base: str, data: str) -> None:
-    print(f"ratatoskr: serving {where}", flush=True)
-    print(data, flush=True)
-    if dev:
-        print(
-            "ratatoskr: development mode (loopback only, a generated key).\n"
-            f"  mint a token:  {_command()} token --dev --plane memory --verb search "
-            "--body body.json\n"
-            f'  then:          curl -H "Authorization: Bearer $TOKEN" '
-            '-H "Content-Type: application/json" '
-            f"--data-binary @body.json {base}/memory/bifrost/memory-call",
-            flush=True,
-        )
-
-
-def _command() -> str:
-    """This CLI as the start-up hint shows it: the path it was started by (relative to
-    the current directory when inside it, e.g. ``.venv/bin/ratatoskr``), a bare name
-    only when that name is on PATH."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    if not argv0 or argv0 == "-c" or argv0.endswith("__main__.py"):
-        return f"{_shown(Path(sys.executable))} -m ratatoskr.provider"
-    path = Path(argv0)
-    if path.name.startswith("ratatoskr-"):  # ratatoskr-memory-provider: `token` is ratatoskr's
-        path = path.with_name("ratatoskr")
-    if os.sep not in argv0:
-        return (
-            path.name
-            if shutil.which(path.name)
-            else f"{_shown(Path(sys.executable))} -m ratatoskr.provider"
-        )
-    return _shown(path)
-
-
-def _shown(path: Path) -> str:
-    absolute = path.absolute()
-    try:
-        shown = str(absolute.relative_to(Path.cwd()))
-    except ValueError:
-        shown = str(absolute)
-    return shlex.quote(shown if os.sep in shown else f".{os.sep}{shown}")
-
-
-def version_line() -> str:
-    """``ratatoskr --version``: the provider's and bifrost's versions and the wire's."""
-    provider = importlib.metadata.version("ratatoskr-provider")
-    return f"ratatoskr-provider {provider}, bifrost {bifrost.__version__} (wire {WIRE_VERSION})"
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -302,7 +225,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     settings = load_settings(args.dev)
     os.umask(0o077)  # a database file the import creates stays owner-only
-    return run_import(settings, args.plane, args.source, args.on_conflict)
+    return run_import(
+        settings,
+        args.plane,
+        args.source,
+        args.on_conflict,
+        allow_scope_change=args.allow_scope_change,
+    )
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -384,7 +313,9 @@ def _portability_commands(sub: Any) -> None:
         help="load an export into the configured store (safe to run again)",
         description="Check the whole file first (nothing is written on a refusal), then write "
         "it in atomic batches, keeping revisions, write times and histories; records already "
-        "there are skipped.",
+        "there are skipped, and so are chunks already expired under the retention. An "
+        "operator's action: it bypasses every tenant's grant and quota, so import only files "
+        "you trust.",
     )
     import_.add_argument("--plane", choices=PORTABLE_PLANES, required=True)
     import_.add_argument("--from", dest="source", required=True, metavar="FILE", help="'-': stdin")
@@ -393,7 +324,15 @@ def _portability_commands(sub: Any) -> None:
         choices=ON_CONFLICT,
         default="fail",
         help="a different record held under an imported id: fail (the default: that batch is "
-        "refused and the import stops), skip (keep it), replace (overwrite it)",
+        "refused and the import stops), skip (keep it), replace (overwrite it, numbered above "
+        "the revision it overwrites)",
+    )
+    import_.add_argument(
+        "--allow-scope-change",
+        action="store_true",
+        help="let --on-conflict replace move a held record to the scope the file gives it "
+        "(another tenant, end user, ...); without it such a batch is refused and the import "
+        "stops",
     )
     import_.add_argument("--dev", action="store_true", help="the --dev databases in var/")
     import_.set_defaults(func=cmd_import)
