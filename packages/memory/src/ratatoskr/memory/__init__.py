@@ -9,8 +9,8 @@ command, beside a serving provider).
 """
 
 from ratatoskr.memory.app import build_memory_provider_app
+from ratatoskr.memory.limits import MemoryLimits
 from ratatoskr.memory.store import (
-    MemoryLimits,
     RatatoskrMemoryStore,
     SqliteMemoryStore,
     compact_memory_file,

@@ -23,20 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
-from bifrost.errors import InvalidArguments
-from bifrost.fields import validate_fields
-from bifrost.limits import check_memory_limits, positive_limit
 from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
-from bifrost.memory.retention import validate_retention
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -54,9 +49,10 @@ from bifrost.portability import (
 from bifrost.quota import NO_QUOTA, Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota
-from ratatoskr.memory import changes, erase, portability, retention
+from ratatoskr.memory import changes, erase, portability, retention, rows
 from ratatoskr.memory import records as stored_records
 from ratatoskr.memory.changes import DEFAULT_TOMBSTONE_RETENTION
+from ratatoskr.memory.limits import MemoryLimits
 from ratatoskr.memory.records import StoredChunk
 from ratatoskr.memory.scan import scan_rows
 from ratatoskr.memory.schema import LEDGER, PLANE, QUOTA, migrations, rebuild_vec_table
@@ -74,51 +70,6 @@ from ratatoskr.sqlite.database import CompactReport, compact_database
 
 # A search retries when a write of this process outran its read snapshot.
 _SNAPSHOT_ATTEMPTS = 50
-_SQL_CHUNK = 500
-
-
-def _chunks(items: Sequence[str], size: int = _SQL_CHUNK) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _placeholders(n: int) -> str:
-    return ",".join("?" * n)
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryLimits:
-    """What a memory store is opened with, checked once, when made: the plane's limits
-    (bifrost's ``check_memory_limits``) and ``tombstone_retention`` must be positive
-    integers (else InvalidLimits); see :func:`open_memory_store` for each."""
-
-    embedding_dim: int
-    max_batch: int
-    max_top_k: int
-    max_scope_any: int
-    tombstone_retention: int
-    max_page: int = DEFAULT_MAX_PAGE
-    filterable_fields: tuple[str, ...] = ()
-    quota: Quota = NO_QUOTA  # per tenant (bifrost.quota), kept in memory_quota
-    retention_s: float | None = None  # ratatoskr.memory.retention; None: forever
-
-    def __post_init__(self) -> None:
-        check_memory_limits(
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
-            max_top_k=self.max_top_k,
-            max_scope_any=self.max_scope_any,
-            max_page=self.max_page,
-        )
-        try:
-            object.__setattr__(self, "retention_s", validate_retention(self.retention_s))
-        except ValueError as exc:
-            raise InvalidArguments(str(exc)) from None
-        try:
-            object.__setattr__(self, "filterable_fields", validate_fields(self.filterable_fields))
-        except ValueError as exc:
-            raise InvalidArguments(str(exc)) from None
-        positive_limit("tombstone_retention", self.tombstone_retention)
 
 
 class SqliteMemoryStore(MemoryWrites, MemoryReads):
@@ -174,7 +125,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())
             if write.replayed is not None:
                 return Written(write.replayed)
-            current, scopes = self._heads(conn, request.ids)
+            current, scopes = rows.heads(conn, request.ids)
             expired = self.retention.drop_heads(conn, write.now, current, scopes)
             write.check(scopes, current)
             seq_before = changes.seq(conn)
@@ -220,7 +171,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         sizes = chunks.record_sizes()
         for chunk, form, unit, size in zip(chunks, forms, units, sizes, strict=True):
             stored = (form.record_json, form.embedding_key, form.embedding_f64, size)
-            scope_json = _scope_json(tuple(sorted(chunk.scope.items())))
+            scope_json = rows.scope_json(tuple(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
             # vec0 holds the unit vector: cosine ignores scale, and a raw float32 cast
@@ -287,29 +238,31 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
     def perform_get(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The records as written plus ``revision``, in one read snapshot."""
         with self._db.read() as conn:
-            found = self._fetch(conn, ids)
+            found = rows.fetch(conn, ids)
             self.retention.drop(conn, found)
         return [{**found[i].record(), "revision": found[i].revision} for i in ids if i in found]
 
     def perform_scopes_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Read from the scope column alone: dispatch decides what a grant may see
         before any record is read, so ids of another tenant cost what absent ids cost."""
-        rows: list[Any] = []
+        selected: list[Any] = []
         with self._db.read() as conn:
-            for part in _chunks(ids):
-                rows += conn.execute(
+            for part in rows.chunks(ids):
+                selected += conn.execute(
                     "SELECT chunk_id, scope_json FROM memory_chunks"
-                    f" WHERE chunk_id IN ({_placeholders(len(part))})",
+                    f" WHERE chunk_id IN ({rows.placeholders(len(part))})",
                     tuple(part),
                 ).fetchall()
-            gone = self.retention.expired(conn, [str(r[0]) for r in rows]) if rows else set()
+            gone = (
+                self.retention.expired(conn, [str(r[0]) for r in selected]) if selected else set()
+            )
         if gone:
-            rows = [r for r in rows if str(r[0]) not in gone]
+            selected = [r for r in selected if str(r[0]) not in gone]
         # Chunks share few distinct scopes: parse each once; every id gets its own copy.
         parsed: dict[str, dict[str, str]] = {}
-        for text in {row[1] for row in rows}:
+        for text in {row[1] for row in selected}:
             parsed[text] = codec.loads(text)
-        return {chunk_id: dict(parsed[text]) for chunk_id, text in rows}
+        return {chunk_id: dict(parsed[text]) for chunk_id, text in selected}
 
     def perform_search(self, query: SearchQuery) -> list[dict[str, Any]]:
         """Rank on the in-process index inside one read snapshot, then re-rank the
@@ -335,14 +288,14 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
                 # change counter in one statement (the snapshot's first): when the
                 # counter is the index's, index and records agree.
                 seq, candidates = self._sync.current(unit, query)
-                found, db_seq = self._fetch_at(conn, [c.chunk_id for c in candidates])
+                found, db_seq = rows.fetch_at(conn, [c.chunk_id for c in candidates])
                 if db_seq != seq:
                     # Another process wrote (the index catches up inside this snapshot),
                     # or a write of this process committed after this snapshot began.
                     again = self._sync.candidates(conn, db_seq, unit, query)
                     if again is None:
                         continue  # take a newer snapshot so index and records agree
-                    found = self._fetch(conn, [c.chunk_id for c in again])
+                    found = rows.fetch(conn, [c.chunk_id for c in again])
                 gone = len(self.retention.drop(conn, found))
             break
         else:
@@ -353,7 +306,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         """A keyset page in one read snapshot (:func:`ratatoskr.memory.scan.scan_rows`)."""
         return retention.scan_live(
             query,
-            lambda q, drop: scan_rows(self._db, self._sync, q, self._fetch_at, drop),
+            lambda q, drop: scan_rows(self._db, self._sync, q, rows.fetch_at, drop),
             self.retention,
         )
 
@@ -410,71 +363,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
     def database(self) -> Database:
         return self._db
 
-    @staticmethod
-    def _heads(
-        conn: apsw.Connection, ids: Sequence[str]
-    ) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
-        """The revision and the stored scope of each of ``ids`` that exists, in one read
-        per part (a write reads them in its transaction: the grant and revision checks)."""
-        revisions: dict[str, int] = {}
-        scopes: dict[str, dict[str, str]] = {}
-        parsed: dict[str, dict[str, str]] = {}
-        for part in _chunks(ids):
-            for chunk_id, revision, scope_json in conn.execute(
-                "SELECT chunk_id, revision, scope_json FROM memory_chunks"
-                f" WHERE chunk_id IN ({_placeholders(len(part))})",
-                tuple(part),
-            ):
-                cid, text = str(chunk_id), str(scope_json)
-                revisions[cid] = int(revision)
-                # Chunks share few distinct scopes: each is parsed once.
-                scope = parsed.get(text)
-                if scope is None:
-                    scope = parsed[text] = codec.loads(text)
-                scopes[cid] = scope
-        return revisions, scopes
-
-    @staticmethod
-    def _fetch(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:
-        """Stored rows by id, undecoded: ``record_json`` is parsed when first used and
-        the embedding blob is kept as bytes."""
-        return SqliteMemoryStore._fetch_at(conn, ids)[0]
-
-    @staticmethod
-    def _fetch_at(conn: apsw.Connection, ids: Sequence[str]) -> tuple[dict[str, StoredChunk], int]:
-        """:meth:`_fetch`, and the change counter of the snapshot it read (from the
-        same statement when a row came back, else read on its own)."""
-        out: dict[str, StoredChunk] = {}
-        at: int | None = None
-        for part in _chunks(ids):
-            for chunk_id, record_json, key, blob, revision, seq in conn.execute(
-                _fetch_sql(len(part)), tuple(part)
-            ):
-                out[str(chunk_id)] = StoredChunk(
-                    str(record_json),
-                    None if key is None else str(key),
-                    blob,
-                    int(revision),
-                )
-                at = 0 if seq is None else int(seq)
-        return out, changes.seq(conn) if at is None else at
-
-
-@functools.lru_cache(maxsize=4096)
-def _scope_json(items: tuple[tuple[str, str], ...]) -> str:
-    """The ``scope_json`` column of a scope given as its sorted items (chunks share
-    few scopes: each is serialised once while it stays among the recent ones)."""
-    return codec.dumps(dict(items))
-
-
-@functools.cache
-def _fetch_sql(n: int) -> str:
-    """The fetch of ``n`` ids (made once per count: a search runs it every time, and
-    the same text finds apsw's prepared statement)."""
-    return (
-        f"SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, {changes.SEQ_SQL}"
-        f" FROM memory_chunks WHERE chunk_id IN ({_placeholders(n)})"
-    )
+    # ratatoskr.memory.erase reads the heads through the store.
+    _heads = staticmethod(rows.heads)
 
 
 # The name before the PostgreSQL stores arrived (kept: code and tests import it).
