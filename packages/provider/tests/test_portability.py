@@ -234,14 +234,16 @@ def test_conflicts_follow_on_conflict(
     if plane == "memory":
         store: Any = open_memory_store(dest.memory_db, embedding_dim=DIM)
         store.upsert_many(
-            [{"id": "c00", "embedding": [1.0] * DIM, "scope": {"tenant": "other"}}],
+            [{"id": "c00", "embedding": [1.0] * DIM, "scope": {"tenant": "t", "end_user": "u0"}}],
             idempotency_key="x",
             ctx=CTX,
         )
         first = "c00"
     else:
         store = open_affect_store(dest.affect_db)
-        store.put_many([{"key": "k0", "scope": {}, "v": 1}], idempotency_key="x", ctx=CTX)
+        store.put_many(
+            [{"key": "k0", "scope": {"tenant": "t"}, "v": 1}], idempotency_key="x", ctx=CTX
+        )
         first = "k0"
     store.close()
     theirs = out.read_text().splitlines()

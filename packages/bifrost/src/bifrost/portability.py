@@ -14,14 +14,23 @@ the very validation an upsert (``validate_upsert``) or a put (``validate_put``)
 runs, plus the store-owned fields. Inside the transaction a store reads what it
 holds under the batch's ids and asks :func:`plan_import` what to write:
 
-- an id the store does not hold is written;
-- an id held with the same revision and the same record (canonical JSON, so
-  ``1`` and ``1.0`` differ) — for an affect key, the same history, stamps
-  included — is skipped: a second import of one file changes nothing;
+- a memory chunk whose ``written_at`` is already expired under the store's
+  retention (:mod:`bifrost.memory.retention`) is skipped and counted as
+  ``expired``: an import never brings back what the destination would hide;
+- an id the store does not hold, or holds only as an expired chunk (absent to
+  every verb), is written with the imported revision;
+- an id held with the same record (canonical JSON, so ``1`` and ``1.0`` differ)
+  at the imported revision or a later one — for an affect key, the same
+  history, stamps included, its newest revision numbered the same or later —
+  is skipped: a second import of one file changes nothing;
 - an id held otherwise is a conflict, decided by ``on_conflict``: ``fail`` (the
   default) raises :class:`ImportConflict` and nothing of the batch is written,
   ``skip`` keeps what the store holds, ``replace`` writes the imported record
-  (its revision, its history) over it.
+  (its history) over it, numbered above what it overwrites (``max(imported,
+  held + 1)``: a client's ``expected_revisions`` sees the change). A replace
+  that would move a record to another scope raises :class:`ImportScopeChange`
+  unless ``allow_scope_change``: a file must not re-home one tenant's record
+  in another by accident.
 
 Every error names an entry by its index in the batch, never by its content.
 """
@@ -30,13 +39,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.errors import BifrostError, InvalidArguments
 from bifrost.jsoncodec import canonical_json
+from bifrost.memory.retention import is_expired
 from bifrost.memory.validation import ValidatedChunk, validate_upsert
 from bifrost.writes import WriteRequest
 
@@ -44,14 +54,19 @@ __all__ = [
     "ON_CONFLICT",
     "ExportedChunk",
     "ExportedKey",
+    "Held",
     "ImportConflict",
     "ImportOutcome",
+    "ImportPlan",
+    "ImportScopeChange",
     "ImportedChunks",
     "ImportedKey",
     "ImportedKeys",
     "OnConflict",
     "Revision",
+    "expired_entries",
     "plan_import",
+    "same_history",
     "same_record",
     "validate_chunk_import",
     "validate_key_import",
@@ -79,20 +94,39 @@ class ImportConflict(BifrostError, code="import_conflict", status=409, plane=Tru
         self.index = index
 
 
+class ImportScopeChange(
+    BifrostError, code="import_scope_change", status=409, plane=True, on_wire=False
+):
+    """A ``replace`` would move the record held under an entry's id to another scope
+    (another tenant, end user, ...), and the import was not told it may: nothing of
+    the batch was written. ``index`` is the entry's position in its batch."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(
+            f"entry {index}: replacing would move the record held under its id to another"
+            " scope (--allow-scope-change permits it)",
+            {"index": index},
+        )
+        self.index = index
+
+
 @dataclass(frozen=True)
 class ImportOutcome:
     """What an import batch did: entries written new, skipped (already there, or
-    conflicting under ``skip``) and written over a different one (``replace``)."""
+    conflicting under ``skip``), written over a different one (``replace``) and
+    skipped as already expired under the destination's retention."""
 
     written: int = 0
     skipped: int = 0
     replaced: int = 0
+    expired: int = 0
 
     def __add__(self, other: ImportOutcome) -> ImportOutcome:
         return ImportOutcome(
             self.written + other.written,
             self.skipped + other.skipped,
             self.replaced + other.replaced,
+            self.expired + other.expired,
         )
 
 
@@ -259,28 +293,91 @@ def same_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return canonical_json(dict(a)) == canonical_json(dict(b))
 
 
-def plan_import(
-    ids: Sequence[str], same: Mapping[str, bool], on_conflict: OnConflict
-) -> tuple[list[int], list[int], ImportOutcome]:
-    """The one decision on a batch inside its transaction: ``ids`` in batch order,
-    ``same`` for each id the store holds whether it holds exactly the imported entry.
+_Step = tuple[int, str, str]  # (revision, canonical record, recorded_at)
 
-    Returns the batch indexes to write as new, those to write over what is held,
-    and the outcome. Raises ImportConflict (the first conflicting index) under
-    ``fail``."""
+
+def same_history(held: Sequence[_Step], imported: Sequence[_Step]) -> bool:
+    """Whether an affect key's ``held`` history is the ``imported`` one: the same
+    revisions, records and stamps, except that the newest may be numbered later (what
+    a ``replace`` writes, see :func:`plan_import`)."""
+    if len(held) != len(imported) or not held:
+        return False
+    (rev, text, at), (mine, my_text, my_at) = held[-1], imported[-1]
+    return list(held[:-1]) == list(imported[:-1]) and (text, at) == (my_text, my_at) and rev >= mine
+
+
+def expired_entries(batch: ImportedChunks, cutoff: float | None) -> set[int]:
+    """The indexes of ``batch`` whose ``written_at`` is expired under ``cutoff`` (the
+    destination's, read inside the import's transaction; None: nothing expires)."""
+    if cutoff is None:
+        return set()
+    return {i for i, at in enumerate(batch.written_at) if is_expired(at, cutoff)}
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a store holds under an id of an import batch, as :func:`plan_import` needs
+    it: whether it is exactly the imported entry (``same``: see the module
+    docstring), its current revision, whether the imported entry's scope differs
+    from it, and whether it is expired under the store's retention (then it is
+    absent: written over as new)."""
+
+    same: bool
+    revision: int
+    rescoped: bool
+    expired: bool = False
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    """What a store writes of a batch: the indexes to insert (ids it does not hold),
+    those to write over what it holds, the revision each written entry gets (by
+    index) and the outcome."""
+
+    new: list[int]
+    over: list[int]
+    revisions: dict[int, int]
+    outcome: ImportOutcome
+
+
+def plan_import(
+    ids: Sequence[str],
+    revisions: Sequence[int],
+    held: Mapping[str, Held],
+    on_conflict: OnConflict,
+    *,
+    expired: Collection[int] = (),
+    allow_scope_change: bool = False,
+) -> ImportPlan:
+    """The one decision on a batch inside its transaction (the rules of the module
+    docstring): ``ids`` and their imported ``revisions`` in batch order, ``held``
+    what the store holds under them, ``expired`` the indexes whose entries are
+    already expired under the store's retention.
+
+    Raises ImportConflict under ``fail``, ImportScopeChange for a rescoping
+    ``replace`` without ``allow_scope_change`` (each naming the first index)."""
     new: list[int] = []
     over: list[int] = []
-    skipped = 0
+    numbers: dict[int, int] = {}
+    skipped = written = replaced = 0
     for i, rid in enumerate(ids):
-        held = same.get(rid)
-        if held is None:
-            new.append(i)
-        elif held:
+        h = held.get(rid)
+        if i in expired:
+            continue
+        if h is None or h.expired:
+            (new if h is None else over).append(i)
+            numbers[i] = revisions[i]
+            written += 1
+        elif h.same or on_conflict == "skip":
             skipped += 1
         elif on_conflict == "fail":
             raise ImportConflict(i)
-        elif on_conflict == "skip":
-            skipped += 1
+        elif h.rescoped and not allow_scope_change:
+            raise ImportScopeChange(i)
         else:
             over.append(i)
-    return new, over, ImportOutcome(len(new), skipped, len(over))
+            numbers[i] = max(revisions[i], h.revision + 1)
+            replaced += 1
+    return ImportPlan(
+        new, over, numbers, ImportOutcome(written, skipped, replaced, len(set(expired)))
+    )

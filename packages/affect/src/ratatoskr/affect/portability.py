@@ -7,9 +7,10 @@ unchanged for the whole export is read exactly once, whole.
 **Import** writes one validated batch (:mod:`bifrost.portability`) in one
 ``BEGIN IMMEDIATE`` transaction: the histories held under the batch's keys are
 read, :func:`~bifrost.portability.plan_import` decides, and each key written
-gets its history rows (with their own revisions and ``recorded_at``), its
-current row and its scope-index rows, in the layout of
-:mod:`ratatoskr.affect.schema` (a replaced key's rows are erased first).
+gets its history rows (with their own revisions and ``recorded_at``; a replaced
+key's newest numbered by the plan), its current row and its scope-index rows,
+in the layout of :mod:`ratatoskr.affect.schema` (a replaced key's rows are
+erased first).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import apsw
 from bifrost.jsoncodec import canonical_json
 from bifrost.portability import (
     ExportedKey,
+    Held,
     ImportedKeys,
     ImportOutcome,
     OnConflict,
     plan_import,
+    same_history,
 )
 from bifrost.records import canonical_record
 from bifrost.scope import matches_scope
@@ -78,9 +81,16 @@ def _text(record: Mapping[str, Any]) -> str:
     return canonical_json(dict(record)).decode("utf-8")
 
 
-def import_keys(db: Database, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+def import_keys(
+    db: Database,
+    batch: ImportedKeys,
+    on_conflict: OnConflict,
+    *,
+    allow_scope_change: bool = False,
+) -> ImportOutcome:
     """Write ``batch``, each key with its whole history, in one transaction (see the
-    module docstring). Raises ImportConflict (nothing written), StorageError subclasses."""
+    module docstring). Raises ImportConflict, ImportScopeChange (nothing written),
+    StorageError subclasses."""
     keys = [k.key for k in batch.keys]
     with db.write() as conn:
         heads: dict[str, tuple[int, str]] = {}
@@ -93,20 +103,30 @@ def import_keys(db: Database, batch: ImportedKeys, on_conflict: OnConflict) -> I
             ):
                 heads[str(key)] = (int(key_id), str(sj))
         held = _histories(conn, [h[0] for h in heads.values()])
-        same: dict[str, bool] = {}
+        found: dict[str, Held] = {}
         for imported in batch.keys:
             head = heads.get(imported.key)
             if head is None:
                 continue
             mine = [(r.revision, _text(r.item.record), r.recorded_at) for r in imported.history]
             theirs = [(rev, _text(rec), at) for rev, rec, at in held[head[0]]]
-            same[imported.key] = mine == theirs
-        new, over, outcome = plan_import(keys, same, on_conflict)
-        if over:
-            _erase(conn, [(keys[i], *heads[keys[i]]) for i in over])
-        if new or over:
-            _write(conn, batch, sorted(new + over))
-    return outcome
+            found[imported.key] = Held(
+                same=same_history(theirs, mine),
+                revision=theirs[-1][0],
+                rescoped=codec.loads(head[1]) != dict(imported.current.item.scope),
+            )
+        plan = plan_import(
+            keys,
+            [k.current.revision for k in batch.keys],
+            found,
+            on_conflict,
+            allow_scope_change=allow_scope_change,
+        )
+        if plan.over:
+            _erase(conn, [(keys[i], *heads[keys[i]]) for i in plan.over])
+        if plan.new or plan.over:
+            _write(conn, batch, sorted(plan.new + plan.over), plan.revisions)
+    return plan.outcome
 
 
 def _erase(conn: apsw.Connection, heads: Sequence[tuple[str, int, str]]) -> None:
@@ -121,9 +141,15 @@ def _erase(conn: apsw.Connection, heads: Sequence[tuple[str, int, str]]) -> None
     )
 
 
-def _write(conn: apsw.Connection, batch: ImportedKeys, indexes: Sequence[int]) -> None:
-    """History, current and scope-index rows of the keys at ``indexes``; history ids
-    go on from the largest (a key is named by its first row's id)."""
+def _write(
+    conn: apsw.Connection,
+    batch: ImportedKeys,
+    indexes: Sequence[int],
+    numbers: Mapping[int, int],
+) -> None:
+    """History, current and scope-index rows of the keys at ``indexes``, the newest
+    revision of each numbered ``numbers[i]``; history ids go on from the largest (a
+    key is named by its first row's id)."""
     next_id = int(
         conn.execute("SELECT coalesce(max(id), 0) + 1 FROM affect_history").fetchall()[0][0]  # type: ignore[arg-type]
     )
@@ -133,15 +159,17 @@ def _write(conn: apsw.Connection, batch: ImportedKeys, indexes: Sequence[int]) -
     for i in indexes:
         imported = batch.keys[i]
         key_id = next_id
-        for rev in imported.history:
+        for rev in imported.history[:-1]:
             history.append((next_id, key_id, rev.revision, rev.item.record_json, rev.recorded_at))
             next_id += 1
         head = imported.current
+        history.append((next_id, key_id, numbers[i], head.item.record_json, head.recorded_at))
+        next_id += 1
         current.append(
             (
                 imported.key,
                 key_id,
-                head.revision,
+                numbers[i],
                 next_id - 1,
                 canonical_record(head.item.scope)[0].decode("utf-8"),
             )

@@ -273,9 +273,13 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.affect.portability`)."""
         return portability.export_page(self._db, after_key, limit, scope_all)
 
-    def import_keys(self, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+    def import_keys(
+        self, batch: ImportedKeys, on_conflict: OnConflict, *, allow_scope_change: bool = False
+    ) -> ImportOutcome:
         """One ``ratatoskr import`` batch (:mod:`ratatoskr.affect.portability`)."""
-        return portability.import_keys(self._db, batch, on_conflict)
+        return portability.import_keys(
+            self._db, batch, on_conflict, allow_scope_change=allow_scope_change
+        )
 
     def dump(self) -> dict[str, _Rows]:
         """Every row of every affect table, sorted (for operators' checks and tests)."""

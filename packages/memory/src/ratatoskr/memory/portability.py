@@ -3,31 +3,35 @@
 **Export** reads keyset pages in ``chunk_id`` order (SQLite's binary collation:
 code-point order), each page one read snapshot: a chunk that exists unchanged
 for the whole export is read exactly once; one written or deleted meanwhile
-appears as some page saw it, or not at all. Nothing is written, so an export
-runs beside a serving provider.
+appears as some page saw it, or not at all. A chunk expired under the store's
+retention (:mod:`ratatoskr.memory.retention`) is left out, as every verb leaves
+it out. Nothing is written, so an export runs beside a serving provider.
 
 **Import** writes one validated batch (:mod:`bifrost.portability`) in one
 ``BEGIN IMMEDIATE`` transaction: what the file holds under the batch's ids is
-read, :func:`~bifrost.portability.plan_import` decides, and the new and
-replaced chunks are written with their own revisions and write times, their
-vec0 rows and one change-counter step — the path another process's in-memory
-index catches up along. The store's own index is not mirrored: its next search
-catches up from the database like any other process's.
+read, the retention cutoff taken, :func:`~bifrost.portability.plan_import`
+decides, and the new and replaced chunks are written with their revisions and
+write times, their vec0 rows and one change-counter step — the path another
+process's in-memory index catches up along. The store's own index is not
+mirrored: its next search catches up from the database like any other process's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import apsw
 
 from bifrost.jsoncodec import canonical_json
+from bifrost.memory.retention import is_expired
 from bifrost.portability import (
     ExportedChunk,
+    Held,
     ImportedChunks,
     ImportOutcome,
     OnConflict,
+    expired_entries,
     plan_import,
     same_record,
 )
@@ -42,10 +46,15 @@ _SQL_CHUNK = 500
 
 
 def export_page(
-    db: Database, after_id: str | None, limit: int, scope_all: Mapping[str, str]
+    db: Database,
+    after_id: str | None,
+    limit: int,
+    scope_all: Mapping[str, str],
+    cutoff: float | None,
 ) -> tuple[list[ExportedChunk], str | None]:
     """Up to ``limit`` chunks after ``after_id`` in id order (one read snapshot), those
-    whose scope contains ``scope_all``; and the cursor of the next page (None: done)."""
+    whose scope contains ``scope_all`` and not expired under ``cutoff`` (None: nothing
+    expires); and the cursor of the next page (None: done)."""
     with db.read() as conn:
         rows = conn.execute(
             "SELECT chunk_id, scope_json, record_json, embedding_key, embedding_f64, revision,"
@@ -55,6 +64,8 @@ def export_page(
     out: list[ExportedChunk] = []
     scopes: dict[str, dict[str, str]] = {}
     for cid, sj, rj, key, blob, revision, updated_at in rows:
+        if is_expired(float(updated_at), cutoff):  # type: ignore[arg-type]
+            continue
         if scope_all:
             text = str(sj)
             scope = scopes.get(text)
@@ -68,18 +79,18 @@ def export_page(
     return out, cursor
 
 
-def _held(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, StoredChunk]:
-    out: dict[str, StoredChunk] = {}
+def _held(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[StoredChunk, float]]:
+    """The chunks held under ``ids``, each with its write time."""
+    out: dict[str, tuple[StoredChunk, float]] = {}
     for start in range(0, len(ids), _SQL_CHUNK):
         part = tuple(ids[start : start + _SQL_CHUNK])
-        for cid, rj, key, blob, revision in conn.execute(
-            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision"
+        for cid, rj, key, blob, revision, at in conn.execute(
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, updated_at"
             f" FROM memory_chunks WHERE chunk_id IN ({','.join('?' * len(part))})",
             part,
         ):
-            out[str(cid)] = StoredChunk(
-                str(rj), None if key is None else str(key), blob, int(revision)
-            )
+            chunk = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision))
+            out[str(cid)] = (chunk, float(at))
     return out
 
 
@@ -90,24 +101,42 @@ def import_chunks(
     *,
     embedding_dim: int,
     tombstone_retention: int,
+    cutoff: Callable[[], float | None],
+    allow_scope_change: bool = False,
 ) -> ImportOutcome:
     """Write ``batch`` with its revisions and write times, in one transaction (see the
-    module docstring). Raises ImportConflict (nothing written), StorageError subclasses."""
+    module docstring); ``cutoff`` reads the store's retention cutoff. Raises
+    ImportConflict, ImportScopeChange (nothing written), StorageError subclasses."""
     items = batch.request.items
     ids = list(batch.request.ids)
     # Outside the transaction: the stored forms need nothing the database holds.
     forms, units = stored_forms(items, embedding_dim)
     with db.write() as conn:
-        held = _held(conn, ids)
-        same = {
-            cid: held[cid].revision == batch.revisions[i]
-            and same_record(held[cid].record(), items[i].record)
-            for i, cid in enumerate(ids)
-            if cid in held
-        }
-        new, over, outcome = plan_import(ids, same, on_conflict)
+        at = cutoff()
+        found = _held(conn, ids)
+        held: dict[str, Held] = {}
+        for i, cid in enumerate(ids):
+            if cid not in found:
+                continue
+            stored, written_at = found[cid]
+            record = stored.record()
+            held[cid] = Held(
+                same=stored.revision >= batch.revisions[i] and same_record(record, items[i].record),
+                revision=stored.revision,
+                rescoped=record.get("scope") != dict(items[i].scope),
+                expired=is_expired(written_at, at),
+            )
+        plan = plan_import(
+            ids,
+            batch.revisions,
+            held,
+            on_conflict,
+            expired=expired_entries(batch, at),
+            allow_scope_change=allow_scope_change,
+        )
+        new, over = plan.new, plan.over
         if not new and not over:
-            return outcome
+            return plan.outcome
         seq = changes.seq(conn) + 1
         rows: list[tuple[Any, ...]] = []
         for i in new + over:
@@ -118,7 +147,7 @@ def import_chunks(
                     form.record_json,
                     form.embedding_key,
                     form.embedding_f64,
-                    batch.revisions[i],
+                    plan.revisions[i],
                     codec.dumps(dict(sorted(chunk.scope.items()))),
                     origin if isinstance(origin, str) else None,
                     seq,
@@ -160,4 +189,4 @@ def import_chunks(
             )
         changes.set_seq(conn, seq)
         changes.prune(conn, at=seq, retention=tombstone_retention, limit=changes.PRUNE_PER_WRITE)
-    return outcome
+    return plan.outcome

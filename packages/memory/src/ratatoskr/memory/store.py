@@ -321,9 +321,13 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         self, after_id: str | None, limit: int, scope_all: Mapping[str, str]
     ) -> tuple[list[ExportedChunk], str | None]:
         """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.memory.portability`)."""
-        return portability.export_page(self._db, after_id, limit, scope_all)
+        return portability.export_page(
+            self._db, after_id, limit, scope_all, self.retention.cutoff()
+        )
 
-    def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
+    def import_chunks(
+        self, batch: ImportedChunks, on_conflict: OnConflict, *, allow_scope_change: bool = False
+    ) -> ImportOutcome:
         """One ``ratatoskr import`` batch (:mod:`ratatoskr.memory.portability`)."""
         return portability.import_chunks(
             self._db,
@@ -331,6 +335,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
             on_conflict,
             embedding_dim=self.embedding_dim,
             tombstone_retention=self.tombstone_retention,
+            cutoff=self.retention.cutoff,
+            allow_scope_change=allow_scope_change,
         )
 
     def compact(self, *, full: bool = False, vectors: bool = True) -> CompactReport:

@@ -13,14 +13,19 @@ The second writes batches of ``RATATOSKR_MAX_BATCH`` records through the store's
 ``import_chunks`` / ``import_keys`` (:mod:`bifrost.portability`), each batch one
 transaction: revisions, write times and affect histories are kept; a record
 already held exactly as imported is skipped, so running an import again
-changes nothing; a different record held under an imported id is handled by
-``--on-conflict`` (``fail``: that batch is refused whole and the import stops,
-earlier batches stay; ``skip``; ``replace``).
+changes nothing; a chunk already expired under the destination's
+``RATATOSKR_MEMORY_RETENTION_S`` is skipped (counted as expired); a different
+record held under an imported id is handled by ``--on-conflict`` (``fail``: that
+batch is refused whole and the import stops, earlier batches stay; ``skip``;
+``replace``: the record is written numbered above the one it overwrites, and a
+replace that would move a record to another scope stops the import the same
+way unless ``--allow-scope-change``).
 
-An import is an operator's action on the whole plane: no token, no grant, no
-idempotency entry, and per-tenant quotas do not refuse it (the records count in
-their tenants' usage from then on, so a tenant imported past its quota cannot
-grow until it shrinks below it).
+An import is an operator's action on the whole plane that bypasses every
+tenant's grant: no token, no grant, no idempotency entry, and per-tenant quotas
+do not refuse it (the records count in their tenants' usage from then on, so a
+tenant imported past its quota cannot grow until it shrinks below it). Whoever
+can write the file decides what every tenant holds: import only files you trust.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from bifrost.errors import InvalidArguments
 from bifrost.portability import (
     ImportConflict,
     ImportOutcome,
+    ImportScopeChange,
     OnConflict,
     validate_chunk_import,
     validate_key_import,
@@ -151,8 +157,19 @@ def _check(stream: IO[bytes], settings: Settings, plane: Plane, copy: IO[bytes] 
     return total
 
 
+def _stopped(line: int, first: int, why: str) -> OperationFailed:
+    return OperationFailed(
+        f"import stopped: line {line}: {why}; the {first - 2:,} entries before line"
+        f" {first} were imported (each batch is atomic)"
+    )
+
+
 def _load(
-    stream: IO[bytes], settings: Settings, plane: Plane, on_conflict: OnConflict
+    stream: IO[bytes],
+    settings: Settings,
+    plane: Plane,
+    on_conflict: OnConflict,
+    allow_scope_change: bool,
 ) -> tuple[ImportOutcome, float]:
     """The second pass: every batch through the store's import method."""
     stream.readline()
@@ -164,41 +181,59 @@ def _load(
         write = store.import_chunks if plane == "memory" else store.import_keys
         for first, entries in _batches(stream, settings.max_batch, None):
             try:
-                outcome += write(validate(entries), on_conflict)
+                outcome += write(
+                    validate(entries), on_conflict, allow_scope_change=allow_scope_change
+                )
             except ImportConflict as exc:
                 progress.clear()
-                raise OperationFailed(
-                    f"import stopped: line {first + exc.index}: the destination holds a"
-                    f" different record under its id; the {first - 2:,} entries before line"
-                    f" {first} were imported (each batch is atomic; run again with"
-                    " --on-conflict skip to keep the destination's, replace to overwrite it)"
+                raise _stopped(
+                    first + exc.index,
+                    first,
+                    "the destination holds a different record under its id (run again with"
+                    " --on-conflict skip to keep the destination's, replace to overwrite it)",
+                ) from None
+            except ImportScopeChange as exc:
+                progress.clear()
+                raise _stopped(
+                    first + exc.index,
+                    first,
+                    "replacing would move the record held under its id to another scope"
+                    " (--allow-scope-change permits it)",
                 ) from None
             progress.add(len(entries))
     progress.clear()
     return outcome, time.monotonic() - started
 
 
-def run_import(settings: Settings, plane: Plane, source: str, on_conflict: OnConflict) -> int:
+def run_import(
+    settings: Settings,
+    plane: Plane,
+    source: str,
+    on_conflict: OnConflict,
+    *,
+    allow_scope_change: bool = False,
+) -> int:
     """Import the export at ``source`` (``-``: stdin) into ``plane``'s configured store.
     Raises ConfigError, OperationFailed."""
     if source == "-":
         with tempfile.TemporaryFile() as spool:  # created 0600, unlinked at once
             total = _check(sys.stdin.buffer, settings, plane, spool)
             spool.seek(0)
-            outcome, elapsed = _load(spool, settings, plane, on_conflict)
+            outcome, elapsed = _load(spool, settings, plane, on_conflict, allow_scope_change)
     else:
         try:
             with open(source, "rb") as stream:
                 total = _check(stream, settings, plane, None)
                 stream.seek(0)
-                outcome, elapsed = _load(stream, settings, plane, on_conflict)
+                outcome, elapsed = _load(stream, settings, plane, on_conflict, allow_scope_change)
         except OSError as exc:
             raise ConfigError(f"--from: cannot read {source} ({exc.strerror})") from None
     noun = "chunks" if plane == "memory" else "keys"
     print(
         f"ratatoskr: imported {total:,} {noun} into the {plane} plane in {elapsed:.1f} s:"
         f" {outcome.written:,} new, {outcome.skipped:,} skipped (already there or kept),"
-        f" {outcome.replaced:,} replaced",
+        f" {outcome.replaced:,} replaced"
+        + (f", {outcome.expired:,} expired (retention)" if plane == "memory" else ""),
         file=sys.stderr,
     )
     return 0

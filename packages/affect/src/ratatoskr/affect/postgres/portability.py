@@ -9,9 +9,10 @@ exactly once, whole. Reads go to the primary and write nothing.
 transaction: the current rows of the batch's keys are read ``FOR UPDATE`` (in
 key order, as writers lock them) with their histories,
 :func:`~bifrost.portability.plan_import` decides, and each key written gets
-its history rows with their own revisions and ``recorded_at`` and its current
-row (``ON CONFLICT DO NOTHING``: a key another writer created after the read is
-a conflict, and the batch rolls back); a replaced key's rows are erased first.
+its history rows with their own revisions and ``recorded_at`` (a replaced
+key's newest numbered by the plan) and its current row (``ON CONFLICT DO
+NOTHING``: a key another writer created after the read is a conflict, and the
+batch rolls back); a replaced key's rows are erased first.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from psycopg import Cursor, sql
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 from bifrost.portability import (
     ExportedKey,
+    Held,
     ImportConflict,
     ImportedKeys,
     ImportOutcome,
     OnConflict,
     plan_import,
+    same_history,
 )
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import PostgresDatabase
@@ -75,10 +78,15 @@ def export_page(
 
 
 def import_keys(
-    db: PostgresDatabase, batch: ImportedKeys, on_conflict: OnConflict
+    db: PostgresDatabase,
+    batch: ImportedKeys,
+    on_conflict: OnConflict,
+    *,
+    allow_scope_change: bool = False,
 ) -> ImportOutcome:
     """Write ``batch``, each key with its whole history, in one transaction (see the
-    module docstring). Raises ImportConflict (nothing written), StorageError subclasses."""
+    module docstring). Raises ImportConflict, ImportScopeChange (nothing written),
+    StorageError subclasses."""
     current_t = db.table(affect_schema.CURRENT)
     history_t = db.table(affect_schema.HISTORY)
     keys = [k.key for k in batch.keys]
@@ -105,13 +113,24 @@ def import_keys(
             str(r[0]) for r in cur.execute(lock_sql, (sorted(stored),), binary=True).fetchall()
         ]
         held = _histories(cur, db, held_keys)
-        same: dict[str, bool] = {}
+        found: dict[str, Held] = {}
         for key in held_keys:
             imported = batch.keys[stored[key]]
             mine = [(r.revision, _text(r.item.record), r.recorded_at) for r in imported.history]
             theirs = [(rev, _text(rec), at) for rev, rec, at in held[key]]
-            same[imported.key] = mine == theirs
-        new, over, outcome = plan_import(keys, same, on_conflict)
+            found[imported.key] = Held(
+                same=same_history(theirs, mine),
+                revision=theirs[-1][0],
+                rescoped=held[key][-1][1].get("scope") != dict(imported.current.item.scope),
+            )
+        plan = plan_import(
+            keys,
+            [k.current.revision for k in batch.keys],
+            found,
+            on_conflict,
+            allow_scope_change=allow_scope_change,
+        )
+        new, over, outcome = plan.new, plan.over, plan.outcome
         if over:
             gone = sorted(to_db(keys[i]) for i in over)
             cur.execute(delete_current, (gone,))
@@ -126,7 +145,7 @@ def import_keys(
             (
                 [to_db(keys[i]) for i in chosen],
                 *([s[a] for s in scopes] for a in range(len(_AXES))),
-                [h.revision for h in heads],
+                [plan.revisions[i] for i in chosen],
                 [_text(h.item.record) for h in heads],
                 [h.recorded_at for h in heads],
                 # What the key counts for in its tenant's usage: every revision it keeps.
@@ -139,14 +158,18 @@ def import_keys(
         if len(cur.fetchall()) != len(chosen):
             # Another writer created one of these keys since the read: a conflict.
             raise ImportConflict(min(chosen))
-        revisions = [(to_db(keys[i]), r) for i in chosen for r in batch.keys[i].history]
+        revisions = [
+            (to_db(keys[i]), r, plan.revisions[i] if r is batch.keys[i].current else r.revision)
+            for i in chosen
+            for r in batch.keys[i].history
+        ]
         cur.execute(
             insert_history,
             (
-                [k for k, _r in revisions],
-                [r.revision for _k, r in revisions],
-                [_text(r.item.record) for _k, r in revisions],
-                [r.recorded_at for _k, r in revisions],
+                [k for k, _r, _n in revisions],
+                [n for _k, _r, n in revisions],
+                [_text(r.item.record) for _k, r, _n in revisions],
+                [r.recorded_at for _k, r, _n in revisions],
             ),
         )
         return outcome

@@ -305,9 +305,13 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.affect.postgres.portability`)."""
         return portability.export_page(self._db, after_key, limit, scope_all)
 
-    def import_keys(self, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+    def import_keys(
+        self, batch: ImportedKeys, on_conflict: OnConflict, *, allow_scope_change: bool = False
+    ) -> ImportOutcome:
         """One ``ratatoskr import`` batch (:mod:`ratatoskr.affect.postgres.portability`)."""
-        return portability.import_keys(self._db, batch, on_conflict)
+        return portability.import_keys(
+            self._db, batch, on_conflict, allow_scope_change=allow_scope_change
+        )
 
     def _fetch(self, keys: Sequence[str]) -> _Records:
         stored = [to_db(k) for k in keys]

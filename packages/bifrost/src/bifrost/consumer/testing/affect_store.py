@@ -130,9 +130,13 @@ class InMemoryAffectStore(AffectWrites, AffectReads):
         """A keyset page for an export (:mod:`bifrost.consumer.testing.portability`)."""
         return portability.export_keys(self, after_key, limit, scope_all)
 
-    def import_keys(self, batch: ImportedKeys, on_conflict: OnConflict) -> ImportOutcome:
+    def import_keys(
+        self, batch: ImportedKeys, on_conflict: OnConflict, *, allow_scope_change: bool = False
+    ) -> ImportOutcome:
         """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
-        return portability.import_keys(self, batch, on_conflict, _Rev)
+        return portability.import_keys(
+            self, batch, on_conflict, _Rev, allow_scope_change=allow_scope_change
+        )
 
     def forget(self, scope: dict[str, str], *, dry_run: bool = False) -> int:
         """Erase every key (whole history) whose scope contains ``scope``'s axes; the count

@@ -197,9 +197,13 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
         """A keyset page for an export (:mod:`bifrost.consumer.testing.portability`)."""
         return portability.export_chunks(self, after_id, limit, scope_all)
 
-    def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
+    def import_chunks(
+        self, batch: ImportedChunks, on_conflict: OnConflict, *, allow_scope_change: bool = False
+    ) -> ImportOutcome:
         """One import batch (:mod:`bifrost.consumer.testing.portability`)."""
-        return portability.import_chunks(self, batch, on_conflict, _Chunk)
+        return portability.import_chunks(
+            self, batch, on_conflict, _Chunk, allow_scope_change=allow_scope_change
+        )
 
     def forget(self, scope: dict[str, str], *, dry_run: bool = False) -> int:
         """Erase every chunk whose scope contains ``scope``'s axes, expired ones

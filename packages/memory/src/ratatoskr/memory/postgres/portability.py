@@ -3,35 +3,41 @@
 **Export** reads keyset pages in ``chunk_id`` order (``COLLATE "C"``: the stored
 form sorts as the ids do, see :mod:`ratatoskr.postgres.text`), each page one
 statement and so one snapshot, narrowed by the scope columns' indexes: a chunk
-that exists unchanged for the whole export is read exactly once. Reads go to
-the primary (a replica may lag), and write nothing.
+that exists unchanged for the whole export is read exactly once; a chunk expired
+under the store's retention is left out (:data:`~ratatoskr.memory.postgres.retention.LIVE_SQL`,
+as every read). Reads go to the primary (a replica may lag), and write nothing.
 
 **Import** writes one validated batch (:mod:`bifrost.portability`) in one
-transaction: the rows held under the batch's ids are read ``FOR UPDATE``,
-:func:`~bifrost.portability.plan_import` decides, new rows are inserted (``ON
-CONFLICT DO NOTHING``: a row another writer created after the read is a
-conflict, and the batch rolls back) and replaced ones updated, each with its
-own revision and write time.
+transaction: the rows held under the batch's ids are read ``FOR UPDATE``, the
+retention cutoff taken, :func:`~bifrost.portability.plan_import` decides, new
+rows are inserted (``ON CONFLICT DO NOTHING``: a row another writer created
+after the read is a conflict, and the batch rolls back) and replaced ones (and
+expired ones written over) updated, each with its revision (the plan's) and
+write time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from psycopg import Cursor, sql
 
 from bifrost.jsoncodec import canonical_json
+from bifrost.memory.retention import is_expired
 from bifrost.portability import (
     ExportedChunk,
+    Held,
     ImportConflict,
     ImportedChunks,
     ImportOutcome,
     OnConflict,
+    expired_entries,
     plan_import,
     same_record,
 )
 from ratatoskr.memory.postgres import schema as memory_schema
+from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
 from ratatoskr.memory.records import StoredChunk, stored_forms
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.extension import vector_extension
@@ -46,17 +52,22 @@ _COLUMNS = "chunk_id, record_json, embedding_key, embedding_f64, revision"
 
 
 def export_page(
-    db: PostgresDatabase, after_id: str | None, limit: int, scope_all: Mapping[str, str]
+    db: PostgresDatabase,
+    after_id: str | None,
+    limit: int,
+    scope_all: Mapping[str, str],
+    cutoff: float | None,
 ) -> tuple[list[ExportedChunk], str | None]:
     """Up to ``limit`` chunks after ``after_id`` in id order whose scope contains
-    ``scope_all`` (one statement); and the cursor of the next page (None: done)."""
+    ``scope_all``, not expired under ``cutoff`` (None: nothing expires), in one
+    statement; and the cursor of the next page (None: done)."""
     where, params = conjunction_sql(dict(scope_all))
     statement = sql.SQL(
         "SELECT " + _COLUMNS + ", updated_at FROM {t}"
-        " WHERE chunk_id > %s AND {where} ORDER BY chunk_id LIMIT %s"
-    ).format(t=db.table(memory_schema.CHUNKS), where=where)
+        " WHERE chunk_id > %s AND {where} AND {live} ORDER BY chunk_id LIMIT %s"
+    ).format(t=db.table(memory_schema.CHUNKS), where=where, live=LIVE_SQL)
     after = "" if after_id is None else to_db(after_id)
-    args = (after, *params, limit)
+    args = (after, *params, cutoff_param(cutoff), limit)
     rows = db.run(lambda cur: cur.execute(statement, args, binary=True).fetchall())
     out = [
         ExportedChunk(
@@ -72,10 +83,17 @@ def export_page(
 
 
 def import_chunks(
-    db: PostgresDatabase, batch: ImportedChunks, on_conflict: OnConflict, *, embedding_dim: int
+    db: PostgresDatabase,
+    batch: ImportedChunks,
+    on_conflict: OnConflict,
+    *,
+    embedding_dim: int,
+    cutoff: Callable[[], float | None],
+    allow_scope_change: bool = False,
 ) -> ImportOutcome:
     """Write ``batch`` with its revisions and write times, in one transaction (see the
-    module docstring). Raises ImportConflict (nothing written), StorageError subclasses."""
+    module docstring); ``cutoff`` reads the store's retention cutoff. Raises
+    ImportConflict, ImportScopeChange (nothing written), StorageError subclasses."""
     items = batch.request.items
     ids = list(batch.request.ids)
     forms, units = stored_forms(items, embedding_dim)
@@ -113,8 +131,10 @@ def import_chunks(
         unnest=unnest,
     )
     held_sql = sql.SQL(
-        "SELECT " + _COLUMNS + " FROM {t} WHERE chunk_id = ANY(%b) ORDER BY chunk_id FOR UPDATE"
+        "SELECT " + _COLUMNS + ", updated_at FROM {t} WHERE chunk_id = ANY(%b)"
+        " ORDER BY chunk_id FOR UPDATE"
     ).format(t=t)
+    numbers: dict[int, int] = {}
 
     def arrays(indexes: list[int]) -> tuple[Any, ...]:
         scopes = [scope_columns(items[i].scope) for i in indexes]
@@ -125,7 +145,7 @@ def import_chunks(
             [forms[i].record_json for i in indexes],
             [forms[i].embedding_key for i in indexes],
             [forms[i].embedding_f64 for i in indexes],
-            [batch.revisions[i] for i in indexes],
+            [numbers[i] for i in indexes],
             [batch.written_at[i] for i in indexes],
             # What the record counts for in its tenant's usage (bifrost.quota).
             [len(canonical_json(items[i].record)) for i in indexes],
@@ -133,17 +153,28 @@ def import_chunks(
 
     def perform(cur: Cursor[Any]) -> ImportOutcome:
         rows = cur.execute(held_sql, (sorted(map(to_db, ids)),), binary=True).fetchall()
-        held = {
-            from_db(str(cid)): StoredChunk(str(rj), None if k is None else str(k), blob, int(rev))
-            for cid, rj, k, blob, rev in rows
-        }
+        at = cutoff()
         index = {cid: i for i, cid in enumerate(ids)}
-        same = {
-            cid: chunk.revision == batch.revisions[index[cid]]
-            and same_record(chunk.record(), items[index[cid]].record)
-            for cid, chunk in held.items()
-        }
-        new, over, outcome = plan_import(ids, same, on_conflict)
+        held: dict[str, Held] = {}
+        for cid, rj, k, blob, rev, written_at in rows:
+            i = index[from_db(str(cid))]
+            record = StoredChunk(str(rj), None if k is None else str(k), blob, int(rev)).record()
+            held[ids[i]] = Held(
+                same=int(rev) >= batch.revisions[i] and same_record(record, items[i].record),
+                revision=int(rev),
+                rescoped=record.get("scope") != dict(items[i].scope),
+                expired=is_expired(float(written_at), at),
+            )
+        plan = plan_import(
+            ids,
+            batch.revisions,
+            held,
+            on_conflict,
+            expired=expired_entries(batch, at),
+            allow_scope_change=allow_scope_change,
+        )
+        new, over = plan.new, plan.over
+        numbers.update(plan.revisions)
         if new:
             # In stored-id order: the order rows are locked in, as upserts lock them.
             new_sorted = sorted(new, key=lambda i: to_db(ids[i]))
@@ -155,6 +186,6 @@ def import_chunks(
         if over:
             params = arrays(sorted(over, key=lambda i: to_db(ids[i])))
             cur.execute(update, params)
-        return outcome
+        return plan.outcome
 
     return db.run(perform, mode="write")

@@ -520,12 +520,19 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         self, after_id: str | None, limit: int, scope_all: Mapping[str, str]
     ) -> tuple[list[ExportedChunk], str | None]:
         """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.memory.postgres.portability`)."""
-        return portability.export_page(self._db, after_id, limit, scope_all)
+        return portability.export_page(self._db, after_id, limit, scope_all, self._cutoff())
 
-    def import_chunks(self, batch: ImportedChunks, on_conflict: OnConflict) -> ImportOutcome:
+    def import_chunks(
+        self, batch: ImportedChunks, on_conflict: OnConflict, *, allow_scope_change: bool = False
+    ) -> ImportOutcome:
         """One ``ratatoskr import`` batch (:mod:`ratatoskr.memory.postgres.portability`)."""
         return portability.import_chunks(
-            self._db, batch, on_conflict, embedding_dim=self.embedding_dim
+            self._db,
+            batch,
+            on_conflict,
+            embedding_dim=self.embedding_dim,
+            cutoff=self._cutoff,
+            allow_scope_change=allow_scope_change,
         )
 
     def _fetch(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
