@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import inspect
 import logging
 import threading
@@ -214,10 +213,38 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
     return _pool
 
 
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if not future.cancelled():
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
 async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
-    """Run ``func(*args)`` in the process's call pool and await its result."""
+    """Run ``func(*args)`` in the process's call pool and await its result.
+
+    What ``loop.run_in_executor`` does, without chaining a second future to the
+    pool's: the worker hands the outcome to the loop itself (one
+    ``call_soon_threadsafe``). A call still queued when its caller is cancelled
+    never runs, as with ``run_in_executor``."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_executor(), functools.partial(func, *args))
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def work() -> None:
+        try:
+            result = func(*args)
+        except BaseException as exc:  # handed to the awaiting task, as the pool would
+            loop.call_soon_threadsafe(_settle, future, False, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, True, result)
+
+    queued = _executor().submit(work)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        queued.cancel()
+        raise
 
 
 def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncContextManager[None]:
