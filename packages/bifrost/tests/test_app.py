@@ -17,7 +17,6 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from bifrost.client import mint_token
-from bifrost.consumer import app as app_module
 from bifrost.consumer import (
     AppHooks,
     BodyBudget,
@@ -26,6 +25,7 @@ from bifrost.consumer import (
     build_affect_app,
     build_memory_app,
 )
+from bifrost.consumer import app as app_module
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.support import DIM, KEY, SpyMemoryStore, Wire, envelope_bytes
 from bifrost.reference_server import JwtVerifier
