@@ -4,7 +4,9 @@ The store is read in keyset pages of :data:`PAGE` records in id order, each page
 one snapshot (the stores' ``export_page``): beside a serving provider, a record
 that exists unchanged for the whole export is written exactly once; one
 written or deleted during the export appears as a page saw it, or not at all
-(what a later import of the file then holds is the plane as of each page).
+(what a later import of the file then holds is the plane as of each page). A
+memory chunk expired under ``RATATOSKR_MEMORY_RETENTION_S`` is not exported: every
+verb already treats it as gone, and an import elsewhere would bring it back.
 
 A file target is written to a temporary file beside it (mode 0600: it holds
 personal data), flushed to disk and renamed over the target, so a reader never
