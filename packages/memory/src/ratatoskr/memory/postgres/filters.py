@@ -1,120 +1,116 @@
 """A ``metadata_filter`` (:mod:`bifrost.memory.filters`) as a PostgreSQL predicate.
 
-The predicate reads the record as ``jsonb`` (``d``: ``record_json::jsonb``, parsed
-once per row by a ``LATERAL`` of the statement) and states bifrost's rules exactly:
-types checked with ``jsonb_typeof`` before any cast (inside ``CASE``, so no cast of
-another type is ever evaluated), numbers compared as ``numeric`` (an int and a float
-by value; the operand written with Python's shortest round-trip ``repr``), strings
-with ``COLLATE "C"`` (code-point order), arrays by any element for ``$eq``/``$in``,
-a path through a non-object read as missing, and every comparison ``COALESCE``d to
-false so that ``NOT`` gives ``$ne``/``$nin`` exactly. It sits in the statement's
-``WHERE`` beside the scope, before ``ORDER BY … LIMIT``: the result is the exact
-top_k (or page) of the filtered in-scope set. Values are rendered as literals
-(psycopg escapes them); a string holding NUL matches nothing (jsonb cannot hold one).
+Every term reads a field through the expressions of
+:mod:`ratatoskr.memory.postgres.field_index` — the keys of the declared fields'
+indexes — so the planner narrows the candidate rows by an index where the filter is
+selective (and by the scope's where it is not), and each term is itself exact: no
+post-filter re-checks a looser one.
+
+- ``$eq`` of a scalar ``x`` is ``value = x OR (value is an array AND value @> x)``:
+  ``jsonb`` equality holds exactly when the value is ``x`` with its JSON type
+  (numbers as ``numeric``, by value; strings byte for byte), and containment of a
+  scalar in an array exactly when an element (not nested deeper) is — bifrost's
+  rule. The first arm is the field's btree, the second its partial GIN over arrays
+  (a BitmapOr; the btree's rows need no recheck). ``$in`` is the same with
+  ``= ANY(…)`` and an ``OR`` of containments. A missing value is NULL there, which
+  ``WHERE`` reads as no match.
+- ``$ne``/``$nin`` are ``NOT COALESCE(…, FALSE)`` of the same, so a missing value
+  passes them.
+- The range operators compare :func:`~ratatoskr.memory.postgres.field_index.number`
+  or ``string`` (``COLLATE "C"``: code-point order) with the operand (the btree
+  indexes' keys); a value of another type, an array or a missing one is NULL: no
+  match. A bool or null operand matches nothing.
+- Strings are compared in the stored form of ``ratatoskr.postgres.text`` on both
+  sides (NUL and U+0001 escaped, order kept), so values holding NUL compare exactly.
+  A string that UTF-8 cannot encode (a lone surrogate) equals no stored value; as a
+  range operand it is refused by the driver, as before.
+
+The predicate sits in the statement's ``WHERE`` beside the scope (its parts must
+stay top-level ``AND`` terms of a ``WHERE``: NULL is read as false), before
+``ORDER BY … LIMIT``: the result is the exact top_k (or page) of the filtered
+in-scope set. Values are rendered as literals (psycopg escapes them).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from psycopg import sql
 
 from bifrost.memory.filters import FieldCondition, MetadataFilter
+from ratatoskr.memory.postgres.field_index import is_array, number, string, value
+from ratatoskr.postgres.text import to_db, utf8_encodable
 
 __all__ = ["DOC_LATERAL", "filter_sql"]
 
-# Joined to the scanned table: the record parsed once per row, as ``d.d``.
-DOC_LATERAL = sql.SQL(", LATERAL (SELECT record_json::jsonb) AS d(d)")
+# Nothing to join: every term reads ``record_json`` itself (kept for the statements
+# that still splice it in).
+DOC_LATERAL = sql.SQL("")
 _FALSE = sql.SQL("FALSE")
-
-
-def _value(path: tuple[str, ...]) -> sql.Composable:
-    """The value at ``path`` (SQL NULL when missing or behind a non-object)."""
-    at = sql.SQL("(d.d #> {})").format(sql.Literal(list(path)))
-    if len(path) == 1:
-        return at
-    guards = sql.SQL(" AND ").join(
-        sql.SQL("jsonb_typeof(d.d #> {}) = 'object'").format(sql.Literal(list(path[:i])))
-        for i in range(1, len(path))
-    )
-    return sql.SQL("(CASE WHEN {} THEN {} END)").format(guards, at)
-
-
-def _number(x: int | float) -> sql.Composable:
-    return sql.SQL("{}::numeric").format(sql.Literal(repr(x) if isinstance(x, float) else str(x)))
-
-
-def _scalar_eq(v: sql.Composable, x: Any) -> sql.Composable:
-    """``v`` (one JSON value) equal to the scalar ``x`` and of its type; NULL-safe."""
-    if x is None:
-        return sql.SQL("(jsonb_typeof({v}) = 'null')").format(v=v)
-    if isinstance(x, bool):
-        return sql.SQL("({v} = {lit}::jsonb)").format(
-            v=v, lit=sql.Literal("true" if x else "false")
-        )
-    if isinstance(x, int | float):
-        return sql.SQL(
-            "(CASE WHEN jsonb_typeof({v}) = 'number' THEN ({v} #>> '{{}}')::numeric = {n} END)"
-        ).format(v=v, n=_number(x))
-    if "\x00" in x:
-        return _FALSE
-    return sql.SQL(
-        "(CASE WHEN jsonb_typeof({v}) = 'string' THEN ({v} #>> '{{}}') = {s} END)"
-    ).format(v=v, s=sql.Literal(x))
-
-
-def _eq(v: sql.Composable, x: Any) -> sql.Composable:
-    element = sql.SQL("e.v")
-    return sql.SQL(
-        "COALESCE({direct} OR EXISTS (SELECT 1 FROM jsonb_array_elements("
-        "CASE WHEN jsonb_typeof({v}) = 'array' THEN {v} ELSE '[]'::jsonb END) AS e(v)"
-        " WHERE {elem}), FALSE)"
-    ).format(direct=_scalar_eq(v, x), v=v, elem=_scalar_eq(element, x))
-
-
 _COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
-def _range(v: sql.Composable, op: str, x: Any) -> sql.Composable:
+def _json_scalar(x: Any) -> str | None:
+    """``x`` as the JSON text of its stored form (None: no stored value equals it)."""
+    if isinstance(x, str):
+        return json.dumps(to_db(x)) if utf8_encodable(x) else None
+    return json.dumps(x)  # None, bool, int, finite float (validated): JSON's own text
+
+
+def _any_of(v: sql.Composable, xs: tuple[Any, ...]) -> sql.Composable:
+    """``$in`` of the scalars ``xs`` (``$eq`` is one): the value is one of them, or an
+    array holding one. The record is parsed twice per row at most, whatever the
+    number of values (once for the equality, once more for the array test)."""
+    lits = [sql.Literal(t) for t in dict.fromkeys(map(_json_scalar, xs)) if t is not None]
+    if not lits:
+        return _FALSE
+    if len(lits) == 1:
+        equal = sql.SQL("{} = {}::jsonb").format(v, lits[0])
+    else:
+        equal = sql.SQL("{} = ANY(ARRAY[{}]::jsonb[])").format(v, sql.SQL(", ").join(lits))
+    held = sql.SQL(" OR ").join(sql.SQL("{} @> {}::jsonb").format(v, x) for x in lits)
+    return sql.SQL("({equal} OR ({arr} AND ({held})))").format(
+        equal=equal, arr=is_array(v), held=held
+    )
+
+
+def _none_of(v: sql.Composable, xs: tuple[Any, ...]) -> sql.Composable:
+    return sql.SQL("NOT COALESCE({}, FALSE)").format(_any_of(v, xs))
+
+
+def _range(path: tuple[str, ...], op: str, x: Any) -> sql.Composable:
     cmp = sql.SQL(_COMPARE[op])
     if isinstance(x, bool) or x is None:
         return _FALSE
     if isinstance(x, int | float):
-        return sql.SQL(
-            "COALESCE(CASE WHEN jsonb_typeof({v}) = 'number'"
-            " THEN ({v} #>> '{{}}')::numeric {cmp} {n} END, FALSE)"
-        ).format(v=v, cmp=cmp, n=_number(x))
-    if "\x00" in x:
-        # No stored string holds NUL: compare with its part before the NUL, which
-        # orders just below the operand (equal to it never).
-        head = x.split("\x00", 1)[0]
-        cmp = sql.SQL({"$gt": ">", "$gte": ">", "$lt": "<=", "$lte": "<="}[op])
-        x = head
-    return sql.SQL(
-        "COALESCE(CASE WHEN jsonb_typeof({v}) = 'string'"
-        ' THEN ({v} #>> \'{{}}\') COLLATE "C" {cmp} {s} COLLATE "C" END, FALSE)'
-    ).format(v=v, cmp=cmp, s=sql.Literal(x))
+        n = repr(x) if isinstance(x, float) else str(x)
+        return sql.SQL("({} {} {}::numeric)").format(number(path), cmp, sql.Literal(n))
+    return sql.SQL('(({}) COLLATE "C" {} {})').format(string(path), cmp, sql.Literal(to_db(x)))
 
 
 def _condition(cond: FieldCondition) -> sql.Composable:
-    v = _value(cond.path)
+    v = value(cond.path)
     parts: list[sql.Composable] = []
     for op, operand in cond.ops:
         if op == "$eq":
-            parts.append(_eq(v, operand))
+            parts.append(_any_of(v, (operand,)))
         elif op == "$ne":
-            parts.append(sql.SQL("NOT {}").format(_eq(v, operand)))
-        elif op in ("$in", "$nin"):
-            any_of = sql.SQL("({})").format(sql.SQL(" OR ").join(_eq(v, x) for x in operand))
-            parts.append(any_of if op == "$in" else sql.SQL("NOT {}").format(any_of))
+            parts.append(_none_of(v, (operand,)))
+        elif op == "$in":
+            parts.append(_any_of(v, operand))
+        elif op == "$nin":
+            parts.append(_none_of(v, operand))
         elif op == "$exists":
-            test = sql.SQL("NOT NULL" if operand else "NULL")
-            parts.append(sql.SQL("({} IS {})").format(v, test))
+            parts.append(
+                sql.SQL("({} IS {})").format(v, sql.SQL("NOT NULL" if operand else "NULL"))
+            )
         else:
-            parts.append(_range(v, op, operand))
-    return sql.SQL("({})").format(sql.SQL(" AND ").join(parts))
+            parts.append(_range(cond.path, op, operand))
+    return sql.SQL(" AND ").join(parts)
 
 
 def filter_sql(mf: MetadataFilter) -> sql.Composable:
-    """The predicate of ``mf`` over ``d.d`` (join :data:`DOC_LATERAL`)."""
-    return sql.SQL(" AND ").join(_condition(c) for c in mf.conditions)
+    """The predicate of ``mf`` over the scanned table's ``record_json`` (a ``WHERE``
+    conjunction)."""
+    return sql.SQL("({})").format(sql.SQL(" AND ").join(_condition(c) for c in mf.conditions))

@@ -67,6 +67,7 @@ from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import portability
 from ratatoskr.memory.postgres import schema as memory_schema
+from ratatoskr.memory.postgres.field_index import ensure_field_indexes
 from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql
 from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
 from ratatoskr.memory.postgres.retention import sweep as sweep_rows
@@ -169,6 +170,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         if found is None:
             raise RuntimeError("the vector extension vanished after the schema was created")
         self._compose_sql(found[0])
+        ensure_field_indexes(db, memory_schema.CHUNKS, self.filterable_fields)
         self._sweeper = Sweeper(self.sweep_expired) if self.retention_s is not None else None
 
     def _cutoff(self, now: float | None = None) -> float:
