@@ -14,10 +14,14 @@ transaction: the stored scopes of its ids are read under ``BEGIN IMMEDIATE`` and
 bifrost's :func:`~bifrost.writes.deletable` keeps those inside the grant, so a
 chunk another tenant writes at the same moment is never erased by it.
 
-``forget`` works in bounded transactions of :data:`FORGET_BATCH` chunks, each
-re-checking the scope of the rows it erases inside its own transaction, so a
-chunk rewritten into another scope meanwhile stays, and other tenants' writes and
-index catch-ups never wait for more than one batch.
+``forget`` finds the chunks on the in-process index's scope classes (the index
+knows every row's scope: no row is read to find them, see
+:meth:`~ratatoskr.memory.selection.Selection.ids_in_scope`), then erases them in
+bounded transactions of :data:`FORGET_BATCH` chunks, each re-checking the scope of
+the rows it erases inside its own transaction, so a chunk rewritten into another
+scope meanwhile stays, and other tenants' writes and index catch-ups never wait for
+more than one batch. Its batches leave the flush to its end (one sidecar rewrite
+and one truncating checkpoint for the whole forget, not one per second of it).
 """
 
 from __future__ import annotations
@@ -31,17 +35,19 @@ import apsw
 
 from bifrost.writes import deletable
 from ratatoskr.memory import changes
-from ratatoskr.sqlite import codec
 
 if TYPE_CHECKING:
+    from ratatoskr.memory.index import VectorIndex
     from ratatoskr.memory.store import SqliteMemoryStore
 
 # Chunks one forget transaction erases (measured: ~25 ms each at 384 dims).
 FORGET_BATCH = 500
+# Pause between two batches of one forget (a yield: other threads take the GIL and
+# the write lock).
+FORGET_PAUSE_S = 0.0
 # Rounds a forget makes over what matched: chunks written into the scope while it
 # ran are erased by the next round; past this many it stops (and says how many).
 _FORGET_ROUNDS = 5
-_SQL_CHUNK = 500
 
 
 def remove_rows(conn: apsw.Connection, ids: Sequence[str], seq: int) -> None:
@@ -58,44 +64,37 @@ def contains(scope: Mapping[str, str], axes: Mapping[str, str]) -> bool:
     return all(scope.get(axis) == value for axis, value in axes.items())
 
 
-def matching(conn: apsw.Connection, axes: Mapping[str, str]) -> list[str]:
-    """Ids of the chunks whose scope contains ``axes``, in id order (one pass over
-    the scope column; each distinct scope text parsed once)."""
-    parsed: dict[str, bool] = {}
-    out: list[str] = []
-    for chunk_id, scope_json in conn.execute(
-        "SELECT chunk_id, scope_json FROM memory_chunks ORDER BY chunk_id"
-    ):
-        text = str(scope_json)
-        hit = parsed.get(text)
-        if hit is None:
-            hit = parsed[text] = contains(codec.loads(text), axes)
-        if hit:
-            out.append(str(chunk_id))
-    return out
+def matching(store: SqliteMemoryStore, axes: Mapping[str, str]) -> list[str]:
+    """Ids of the chunks whose scope contains ``axes``, in id order, from the in-process
+    index caught up to a snapshot of the database (or newer: the index may be past it),
+    so chunks another process wrote into the scope are found too."""
+
+    def read(index: VectorIndex) -> list[str]:
+        return index.ids_in_scope(dict(axes))
+
+    with store.database.read() as conn:
+        _current, ids = store._sync.read_at(conn, changes.seq(conn), read)
+    if ids is not None:
+        return ids
+    return store._sync.read_now(read)[1]  # the index is past that snapshot: newer still
 
 
 def _still_matching(
-    conn: apsw.Connection, ids: Sequence[str], axes: Mapping[str, str]
+    store: SqliteMemoryStore, conn: apsw.Connection, ids: Sequence[str], axes: Mapping[str, str]
 ) -> list[str]:
-    out: list[str] = []
-    for start in range(0, len(ids), _SQL_CHUNK):
-        part = tuple(ids[start : start + _SQL_CHUNK])
-        marks = ",".join("?" * len(part))
-        for chunk_id, scope_json in conn.execute(
-            f"SELECT chunk_id, scope_json FROM memory_chunks WHERE chunk_id IN ({marks})", part
-        ):
-            if contains(codec.loads(str(scope_json)), axes):
-                out.append(str(chunk_id))
-    return out
+    _revisions, scopes = store._heads(conn, ids)
+    return [chunk_id for chunk_id in ids if contains(scopes.get(chunk_id, {}), axes)]
 
 
 def erase_chosen(
-    store: SqliteMemoryStore, choose: Callable[[apsw.Connection], Sequence[str]]
+    store: SqliteMemoryStore,
+    choose: Callable[[apsw.Connection], Sequence[str]],
+    *,
+    mark: bool = True,
 ) -> list[str]:
     """One write transaction erasing the chunks ``choose(conn)`` picks inside it, then
-    the in-process index mirrored and the erasure marked for flushing. Returns the ids
-    erased."""
+    the in-process index mirrored and (``mark``) the erasure marked for flushing; a
+    caller passing ``mark=False`` flushes it itself. Returns the ids erased."""
     with store.database.write() as conn:
         ids = list(choose(conn))
         seq_before = changes.seq(conn)
@@ -106,7 +105,8 @@ def erase_chosen(
             store._prune_tombstones(conn, seq, added=len(ids))
     if ids:
         store._sync.apply(seq_before, seq, deletes=ids)
-        store.database.erasure.erased()
+        if mark:
+            store.database.erasure.erased()
     return ids
 
 
@@ -142,7 +142,7 @@ def forget(
     *,
     dry_run: bool = False,
     batch: int = FORGET_BATCH,
-    pause_s: float = 0.0,
+    pause_s: float = FORGET_PAUSE_S,
 ) -> int:
     """Erase every chunk whose scope contains ``axes`` (expired ones included), in
     transactions of ``batch`` chunks, then flush the erasure (sidecar rewritten, WAL
@@ -155,19 +155,22 @@ def forget(
     if not axes:
         raise ValueError("forget needs at least one scope axis")
     total = 0
-    for _round in range(_FORGET_ROUNDS):
-        with store.database.read() as conn:
-            ids = matching(conn, axes)
-        if dry_run:
-            return len(ids)
-        if not ids:
-            break
-        for part in _batches(ids, batch):
-            total += len(
-                erase_chosen(store, functools.partial(_still_matching, ids=part, axes=axes))
-            )
-            if pause_s:
+    try:
+        for _round in range(_FORGET_ROUNDS):
+            ids = matching(store, axes)
+            if dry_run:
+                return len(ids)
+            if not ids:
+                break
+            for part in _batches(ids, batch):
+                check = functools.partial(_still_matching, store, ids=part, axes=axes)
+                total += len(erase_chosen(store, check, mark=False))
+                # Let other tenants' searches and writes in between two batches.
                 time.sleep(pause_s)
+    except BaseException:
+        if total:  # what committed is flushed in the background when a batch failed
+            store.database.erasure.erased()
+        raise
     store.database.erasure.flush()
     return total
 

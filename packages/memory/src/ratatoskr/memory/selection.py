@@ -99,6 +99,14 @@ class Selection(Segments):
         found.sort()
         return found[:count]
 
+    def ids_in_scope(self, axes: dict[str, str]) -> list[str]:
+        """Every id whose scope holds all of ``axes`` (non-empty), in code-point order:
+        the rows of the classes on the axes' postings, no row read (``forget``)."""
+        ids = self._ids
+        found = [str(ids[r]) for r in self._rows_of(self._classes(axes, [])).tolist()]
+        found.sort()
+        return found
+
     def _classes(
         self, scope_all: dict[str, str], scope_any: list[dict[str, str]]
     ) -> frozenset[int] | None:
