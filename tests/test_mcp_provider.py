@@ -126,7 +126,7 @@ async def test_mcp_on_a_provider_stays_inside_each_calls_grant(
         assert await call(session, "forget_all", user_id="alice") == {"forgotten": 2}
     # Another tenant's server on the same provider sees nothing and erases nothing.
     async with session_on(provider, tmp_path, tenant="globex") as other:
-        assert (await call(other, "list_memories"))["memories"] == []
+        assert (await call(other, "list_memories", user_id="bob"))["memories"] == []
         assert await call(other, "forget_all", user_id="bob") == {"forgotten": 0}
     with BifrostClient(provider.base_url, KEY.encode(), actor="t", plane="memory") as client:
         left = client.scan(include={"embedding": False})["items"]

@@ -55,6 +55,12 @@ def tools(backend: LocalBackend, embedder: HashEmbedder) -> MemoryTools:
     return MemoryTools(backend, embedder, tenant=TENANT)
 
 
+@pytest.fixture
+def wide(backend: LocalBackend, embedder: HashEmbedder) -> MemoryTools:
+    """The same store's tools where a call may omit ``user_id`` (``--allow-tenant-wide``)."""
+    return MemoryTools(backend, embedder, tenant=TENANT, allow_tenant_wide=True)
+
+
 def mcp_argv(*args: str, via_provider: bool = False) -> list[str]:
     """``python -m ratatoskr.mcp <args>`` with the test embedder (``via_provider``: the
     same through ``ratatoskr mcp``, the provider CLI's hook)."""

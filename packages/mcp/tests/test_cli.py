@@ -25,6 +25,12 @@ from .conftest import call, mcp_argv, stdio_session
         (["--db", "{tmp}/m.db", "--http", "--token-file", "{tmp}/missing"], "cannot read"),
         (["--db", "{tmp}/m.db", "--http", "--token-file", "{tmp}/empty"], "is empty"),
         (["--db", "{tmp}/m.db", "--http", "--token-file", "{tmp}/key"], "at least 16"),
+        (["--db", "{tmp}/m.db", "--http", "--token-file", "{tmp}/three"], "line 1: expected"),
+        (
+            ["--db", "{tmp}/m.db", "--http", "--token-file", "{tmp}/bound", "--user", "u"],
+            "--user pins every call already",
+        ),
+        (["--db", "{tmp}/m.db", "--user", "  "], "--user: give the id"),
         (["--db", "{tmp}/m.db", "--embedder-factory", "{tmp}/none.py:make"], "cannot"),
         (
             ["--url", "http://x/memory", "--key-file", "{tmp}/key", "--filterable-fields", "a"],
@@ -37,6 +43,8 @@ def test_configuration_errors_are_one_line_and_status_2(
 ) -> None:
     (tmp_path / "key").write_text("short\n")
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "three").write_text("t" * 20 + " alice extra\n")
+    (tmp_path / "bound").write_text("t" * 20 + " alice\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     assert main(argv) == EXIT_CONFIG
     err = capsys.readouterr().err
@@ -81,3 +89,13 @@ async def test_the_bundled_offline_embedder_end_to_end(tmp_path: Path) -> None:
             session, "recall", query="Wann hat meine Tochter Geburtstag?", user_id="u"
         )
         assert found["memories"][0]["id"] == ids[0]
+
+
+def test_user_and_allow_tenant_wide_exclude_each_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--db", str(tmp_path / "m.db"), "--user", "u", "--allow-tenant-wide"])
+    assert caught.value.code == EXIT_CONFIG
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "m.db").exists()

@@ -12,10 +12,10 @@ import anyio
 import httpx
 import pytest
 
-from ratatoskr.mcp.http import ListenRefused, check_listen, is_loopback
+from ratatoskr.mcp.http import ListenRefused, check_listen, is_loopback, parse_tokens
 from ratatoskr.provider.testing import ServerProcess, child_env
 
-from .conftest import all_memories, call, http_session, mcp_argv, start_http
+from .conftest import all_memories, call, call_error, http_session, mcp_argv, start_http
 
 TOKEN = "mcp-test-token-0123456789abcdef"
 
@@ -41,7 +41,8 @@ async def test_remember_recall_and_forget_all_over_http(http_server: ServerProce
             "forgotten": False
         }
         assert await call(session, "forget_all", user_id="alice") == {"forgotten": 1}
-        assert [m["id"] for m in await all_memories(session)] == [bob["id"]]
+        assert await all_memories(session, user_id="alice") == []
+        assert [m["id"] for m in await all_memories(session, user_id="bob")] == [bob["id"]]
 
 
 @pytest.mark.anyio
@@ -63,7 +64,12 @@ async def test_two_http_clients_writing_at_once_lose_nothing(http_server: Server
         for name in ("alice", "bob", "carol"):
             group.start_soon(client, name)
     async with http_session(http_server, TOKEN) as session:
-        assert sorted(m["id"] for m in await all_memories(session)) == sorted(written)
+        listed = [
+            m["id"]
+            for name in ("alice", "bob", "carol")
+            for m in await all_memories(session, user_id=name)
+        ]
+        assert sorted(listed) == sorted(written)
     assert len(written) == 75
 
 
@@ -98,6 +104,61 @@ def test_check_listen() -> None:
         assert not is_loopback(host)
         with pytest.raises(ListenRefused):
             check_listen(host, None)
-        check_listen(host, TOKEN)
+        check_listen(host, {TOKEN: None})
     with pytest.raises(ListenRefused, match="at least 16"):
-        check_listen("127.0.0.1", "short")
+        check_listen("127.0.0.1", {"short": None})
+
+
+ALICE_TOKEN = "alice-token-0123456789abcdef"
+BOB_TOKEN = "bob-token-0123456789abcdef"
+
+
+def test_parse_tokens() -> None:
+    text = f"# who may call\n{ALICE_TOKEN} alice\n\n  {BOB_TOKEN}   bob \n{TOKEN}\n"
+    assert parse_tokens(text) == {ALICE_TOKEN: "alice", BOB_TOKEN: "bob", TOKEN: None}
+    for bad, says in [
+        ("", "no token"),
+        ("# only a comment\n", "no token"),
+        (f"{TOKEN} alice extra\n", "line 1: expected"),
+        (f"{TOKEN}\nshort alice\n", "line 2: the bearer token must have at least 16"),
+        (f"{TOKEN} alice\n{TOKEN} bob\n", "line 2: the same token twice"),
+    ]:
+        with pytest.raises(ListenRefused, match=says) as caught:
+            parse_tokens(bad)
+        assert TOKEN not in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_a_token_bound_to_a_user_reaches_that_users_memories_only(tmp_path: Path) -> None:
+    token_file = tmp_path / "tokens"
+    token_file.write_text(f"{ALICE_TOKEN} alice\n{BOB_TOKEN} bob\n{TOKEN}\n")
+    server = start_http(tmp_path, "--token-file", str(token_file))
+    try:
+        async with http_session(server, BOB_TOKEN) as bob:
+            # Bob's token: every call is Bob's, user_id may be omitted.
+            bobs = (await call(bob, "remember", text="bob's diagnosis: a secret"))["id"]
+            assert [m["user_id"] for m in await all_memories(bob)] == ["bob"]
+        async with http_session(server, ALICE_TOKEN) as alice:
+            kept = await call(alice, "remember", text="alice likes green tea")
+            found = await call(alice, "recall", query="bob diagnosis secret", k=10)
+            assert [m["id"] for m in found["memories"]] == [kept["id"]]
+            assert [m["id"] for m in await all_memories(alice)] == [kept["id"]]
+            assert await call(alice, "forget", memory_id=bobs) == {"forgotten": False}
+            for tool, arguments in [
+                ("recall", {"query": "diagnosis"}),
+                ("list_memories", {}),
+                ("forget", {"memory_id": bobs}),
+                ("forget_all", {}),
+            ]:
+                error = await call_error(alice, tool, user_id="bob", **arguments)
+                assert "bifrost.forbidden" in error, tool
+            assert await call(alice, "forget_all") == {"forgotten": 1}
+        # The unbound token is the server's default mode: every call names its user.
+        async with http_session(server, TOKEN) as admin:
+            schema = {t.name: t.inputSchema for t in (await admin.list_tools()).tools}
+            assert schema["recall"]["required"] == ["query", "user_id"]
+            assert "user_id is required" in await call_error(admin, "list_memories")
+            assert [m["id"] for m in await all_memories(admin, user_id="bob")] == [bobs]
+    finally:
+        server.stop(timeout=10)
+        server.close()

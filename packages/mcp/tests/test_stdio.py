@@ -26,9 +26,17 @@ async def test_the_sdk_client_sees_the_five_tools_through_ratatoskr_mcp(tmp_path
             "forget_all",
         ]
         schema = {t.name: t.inputSchema for t in listed.tools}
-        assert schema["remember"]["required"] == ["text"]
-        assert schema["recall"]["properties"]["k"]["default"] == 5
+        # What the LLM reads: user_id is required by every tool.
+        assert schema["remember"]["required"] == ["text", "user_id"]
+        assert schema["recall"]["required"] == ["query", "user_id"]
+        assert schema["list_memories"]["required"] == ["user_id"]
+        assert schema["forget"]["required"] == ["memory_id", "user_id"]
         assert schema["forget_all"]["required"] == ["user_id"]
+        for tool in schema.values():
+            user_id = tool["properties"]["user_id"]
+            assert user_id["type"] == "string" and user_id["minLength"] == 1
+            assert user_id["description"].startswith("Required.")
+        assert schema["recall"]["properties"]["k"]["default"] == 5
         kept = await call(session, "remember", text="Alice likes green tea", user_id="alice")
         found = await call(session, "recall", query="green tea", user_id="alice")
         assert found["memories"][0]["id"] == kept["id"]
@@ -59,11 +67,11 @@ async def test_memories_outlive_the_server_and_stay_per_user(tmp_path: Path) -> 
         assert [m["id"] for m in await all_memories(session, user_id="bob")] == [bob["id"]]
         assert await call(session, "forget_all", user_id="alice") == {"forgotten": 1}
         assert await all_memories(session, user_id="alice") == []
-        assert [m["id"] for m in await all_memories(session)] == [bob["id"]]
+        assert [m["id"] for m in await all_memories(session, user_id="bob")] == [bob["id"]]
         assert await call(session, "forget", memory_id=bob["id"], user_id="bob") == {
             "forgotten": True
         }
-        assert await all_memories(session) == []
+        assert await all_memories(session, user_id="bob") == []
 
 
 async def test_list_memories_pages_and_errors_are_tool_errors(tmp_path: Path) -> None:
@@ -83,9 +91,9 @@ async def test_list_memories_pages_and_errors_are_tool_errors(tmp_path: Path) ->
         assert [m["id"] for p in pages for m in p["memories"]] == sorted(kept)
         error = await call_error(session, "remember", text="", user_id="u")
         assert "memory.invalid_arguments" in error
-        error = await call_error(session, "recall", query="note", filter={"kind": "x"})
+        error = await call_error(session, "recall", query="note", user_id="u", filter={"kind": 1})
         assert "memory.invalid_filter" in error or "memory.invalid_arguments" in error
-        assert len(await all_memories(session)) == 5
+        assert len(await all_memories(session, user_id="u")) == 5
 
 
 async def test_two_servers_on_one_file_and_two_clients_at_once_lose_nothing(
@@ -111,7 +119,7 @@ async def test_two_servers_on_one_file_and_two_clients_at_once_lose_nothing(
         group.start_soon(writer, "alice")
         group.start_soon(writer, "bob")
     assert len(written) == 60
-    async with stdio_session(db) as session:
+    async with stdio_session(db, "--allow-tenant-wide") as session:
         listed = await all_memories(session)
         assert sorted(m["id"] for m in listed) == sorted(written)
         assert len(await all_memories(session, user_id="alice")) == 30

@@ -1,6 +1,7 @@
 """The five tools in-process on a local memory file (``MemoryTools`` over ``LocalBackend``):
 what each returns, that every call stays inside its tenant and the axes it names, and that
-bad input is refused with nothing written."""
+bad input is refused with nothing written. Who a call may reach (a required ``user_id``,
+a pinned user, a transport-bound user, tenant-wide calls) is in test_user_modes.py."""
 
 from __future__ import annotations
 
@@ -43,16 +44,20 @@ def test_ids_are_fresh_uuid4s(tools: MemoryTools) -> None:
     assert all(len(i) == 36 and i[14] == "4" for i in ids)
 
 
-def test_recall_stays_inside_the_user_and_agent_named(tools: MemoryTools) -> None:
+def test_recall_stays_inside_the_user_and_agent_named(
+    tools: MemoryTools, wide: MemoryTools
+) -> None:
     tools.remember("tea with alice", user_id="alice", agent_id="helper")
-    tools.remember("tea with bob", user_id="bob")
-    tools.remember("tea for the whole team")
+    tools.remember("tea with alice, no agent", user_id="alice")
+    tools.remember("tea with bob", user_id="bob", agent_id="helper")
+    wide.remember("tea for the whole team")
     assert {m["text"] for m in tools.recall("tea", user_id="bob")["memories"]} == {"tea with bob"}
-    assert [m["text"] for m in tools.recall("tea", agent_id="helper")["memories"]] == [
-        "tea with alice"
-    ]
-    # No user named: the whole tenant.
-    assert len(tools.recall("tea", k=10)["memories"]) == 3
+    assert [
+        m["text"] for m in tools.recall("tea", user_id="alice", agent_id="helper")["memories"]
+    ] == ["tea with alice"]
+    # Only where the server allows tenant-wide calls: an agent across users, the tenant.
+    assert len(wide.recall("tea", agent_id="helper")["memories"]) == 2
+    assert len(wide.recall("tea", k=10)["memories"]) == 4
 
 
 def test_another_tenant_sees_nothing(backend: LocalBackend, embedder: HashEmbedder) -> None:
@@ -60,10 +65,14 @@ def test_another_tenant_sees_nothing(backend: LocalBackend, embedder: HashEmbedd
     theirs = MemoryTools(backend, embedder, tenant="globex")
     kept = ours.remember("a secret of acme", user_id="alice")["id"]
     assert theirs.recall("secret", user_id="alice")["memories"] == []
-    assert theirs.list_memories()["memories"] == []
-    assert theirs.forget(kept) == {"forgotten": False}
+    assert theirs.list_memories(user_id="alice")["memories"] == []
+    assert theirs.forget(kept, user_id="alice") == {"forgotten": False}
     assert theirs.forget_all("alice") == {"forgotten": 0}
-    assert [m["id"] for m in ours.list_memories()["memories"]] == [kept]
+    # Not even a tenant-wide server of another tenant.
+    wide = MemoryTools(backend, embedder, tenant="globex", allow_tenant_wide=True)
+    assert wide.list_memories()["memories"] == []
+    assert wide.forget(kept) == {"forgotten": False}
+    assert [m["id"] for m in ours.list_memories(user_id="alice")["memories"]] == [kept]
 
 
 def test_forget_of_another_users_memory_does_nothing(tools: MemoryTools) -> None:
@@ -78,16 +87,16 @@ def test_forget_of_another_users_memory_does_nothing(tools: MemoryTools) -> None
 
 
 def test_forget_all_erases_one_user_and_leaves_the_others(
-    tools: MemoryTools, backend: LocalBackend
+    tools: MemoryTools, wide: MemoryTools, backend: LocalBackend
 ) -> None:
     for i in range(7):
         tools.remember(f"alice note {i}", user_id="alice", agent_id=f"agent{i % 2}")
     bobs = {tools.remember(f"bob note {i}", user_id="bob")["id"] for i in range(3)}
-    shared = tools.remember("team note")["id"]
+    shared = wide.remember("team note")["id"]
     assert tools.forget_all("alice") == {"forgotten": 7}
     assert tools.list_memories(user_id="alice")["memories"] == []
     assert {m["id"] for m in tools.list_memories(user_id="bob")["memories"]} == bobs
-    assert {m["id"] for m in tools.list_memories()["memories"]} == bobs | {shared}
+    assert {m["id"] for m in wide.list_memories()["memories"]} == bobs | {shared}
     assert _count(backend) == 4
     assert tools.forget_all("alice") == {"forgotten": 0}
 
@@ -127,10 +136,11 @@ def test_recall_filter_is_on_the_callers_metadata(tools: MemoryTools) -> None:
         ({"text": ""}, "text"),
         ({"text": "   "}, "text"),
         ({"text": "x" * (MAX_TEXT_CHARS + 1)}, "text"),
-        ({"text": "ok", "user_id": ""}, None),
-        ({"text": "ok", "agent_id": ""}, None),
-        ({"text": "ok", "metadata": ["not", "an", "object"]}, "metadata"),
-        ({"text": "ok", "metadata": {"bad": float("nan")}}, None),
+        ({"text": "ok", "user_id": ""}, "user_id"),
+        ({"text": "ok"}, "user_id"),
+        ({"text": "ok", "user_id": "u", "agent_id": ""}, None),
+        ({"text": "ok", "user_id": "u", "metadata": ["not", "an", "object"]}, "metadata"),
+        ({"text": "ok", "user_id": "u", "metadata": {"bad": float("nan")}}, None),
     ],
 )
 def test_bad_remember_is_refused_and_writes_nothing(
@@ -147,15 +157,15 @@ def test_bad_reads_are_refused(tools: MemoryTools) -> None:
     with pytest.raises(InvalidArguments):
         tools.recall("", user_id="u")
     with pytest.raises(InvalidArguments):
-        tools.recall("tea", k=0)
+        tools.recall("tea", k=0, user_id="u")
     with pytest.raises(InvalidArguments):
-        tools.list_memories(limit=0)
+        tools.list_memories(limit=0, user_id="u")
     with pytest.raises(InvalidArguments):
-        tools.forget("")
+        tools.forget("", user_id="u")
     with pytest.raises(InvalidArguments):
         tools.forget_all("")
     with pytest.raises(InvalidArguments):
-        tools.forget_all(None)  # type: ignore[arg-type]
+        tools.forget_all(None)
 
 
 def test_a_file_of_another_dimension_is_refused_untouched(tmp_path: Path) -> None:
@@ -184,7 +194,9 @@ def test_tools_refuse_an_embedder_of_another_dimension(backend: LocalBackend) ->
         MemoryTools(backend, Small(), tenant=TENANT)
 
 
-def test_concurrent_writers_lose_nothing(tools: MemoryTools, backend: LocalBackend) -> None:
+def test_concurrent_writers_lose_nothing(
+    tools: MemoryTools, wide: MemoryTools, backend: LocalBackend
+) -> None:
     ids: list[str] = []
     lock = threading.Lock()
 
@@ -199,6 +211,6 @@ def test_concurrent_writers_lose_nothing(tools: MemoryTools, backend: LocalBacke
         t.start()
     for t in threads:
         t.join()
-    listed = tools.list_memories(limit=1000)["memories"]
+    listed = wide.list_memories(limit=1000)["memories"]
     assert sorted(m["id"] for m in listed) == sorted(ids)
     assert len(ids) == 200 == _count(backend)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ratatoskr.embed import Embedder
     from ratatoskr.mcp.backend import MemoryBackend
+    from ratatoskr.mcp.tools import UserMode
 
 __all__ = [
     "DESCRIPTION",
@@ -61,6 +62,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the tenant every call stays inside (default: %(default)s)",
     )
     p.add_argument("--actor", default="mcp", help="who writes, as the store records it")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument(
+        "--user",
+        metavar="ID",
+        help="serve one person: every call is this user's (its end_user axis), a call "
+        "naming another user_id is refused (the mode for a desktop MCP host)",
+    )
+    who.add_argument(
+        "--allow-tenant-wide",
+        action="store_true",
+        help="let a call omit user_id and reach the whole tenant: every user's memories "
+        "and the shared ones (only for a single-user or an admin setup; by default every "
+        "call must name its user)",
+    )
     p.add_argument(
         "--filterable-fields",
         default="",
@@ -72,8 +87,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="with --http; 0: any free port")
     p.add_argument(
         "--token-file",
-        help="with --http: a file holding the bearer token clients must send (required "
-        "beyond loopback)",
+        help="with --http: the bearer tokens clients must send (required beyond loopback), "
+        "one a line, each optionally followed by the user id it is bound to: 'TOKEN' or "
+        "'TOKEN USER_ID' (a bound token's calls are that user's only)",
     )
     # Tests: a module:attribute or file.py:attribute making an Embedder, instead of
     # RATATOSKR_EMBEDDER's choice.
@@ -146,32 +162,54 @@ def _start(args: argparse.Namespace) -> int:
         ListenRefused,
         bind_socket,
         check_listen,
+        parse_tokens,
         serve_http,
     )
     from ratatoskr.mcp.server import build_server  # noqa: PLC0415
     from ratatoskr.mcp.tools import MemoryTools  # noqa: PLC0415
 
-    token = _read_secret(args.token_file, "--token-file") if args.token_file else None
+    if not args.http and (
+        args.token_file is not None or args.port != DEFAULT_PORT or args.host != "127.0.0.1"
+    ):
+        raise McpConfigError("--host, --port and --token-file go with --http")
+    tokens = None
+    if args.token_file is not None:
+        try:
+            tokens = parse_tokens(_read_secret(args.token_file, "--token-file"))
+        except ListenRefused as exc:
+            raise McpConfigError(f"--token-file: {exc}") from None
     if args.http:
         try:
-            check_listen(args.host, token)
+            check_listen(args.host, tokens)
         except ListenRefused as exc:
             raise McpConfigError(str(exc)) from None
-    elif token is not None or args.port != DEFAULT_PORT or args.host != "127.0.0.1":
-        raise McpConfigError("--host, --port and --token-file go with --http")
+    if args.user is not None and not args.user.strip():
+        raise McpConfigError("--user: give the id of the user this server serves")
+    bound = [user for user in (tokens or {}).values() if user is not None]
+    if bound and args.user is not None:
+        raise McpConfigError("--user pins every call already: bind no token to a user")
+    # Every token bound to a user: the LLM is told to omit user_id, as under --user.
+    mode: UserMode | None = "pinned" if tokens and len(bound) == len(tokens) else None
     embedder = _embedder(args.embedder_factory)
     # Memory files hold what agents remember about people: owner-only.
     os.umask(0o077)
     backend = _backend(args, embedder)
     try:
-        tools = MemoryTools(backend, embedder, tenant=args.tenant, actor=args.actor)
-        server = build_server(tools, host=args.host, port=args.port)
+        tools = MemoryTools(
+            backend,
+            embedder,
+            tenant=args.tenant,
+            actor=args.actor,
+            user=args.user,
+            allow_tenant_wide=args.allow_tenant_wide,
+        )
+        server = build_server(tools, host=args.host, port=args.port, user_mode=mode)
         if not args.http:
             server.run("stdio")
             return 0
         sock = bind_socket(args.host, args.port)
         try:
-            serve_http(server, sock, token)
+            serve_http(server, sock, tokens)
         finally:
             sock.close()
         return 0

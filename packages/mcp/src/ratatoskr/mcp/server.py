@@ -4,11 +4,13 @@ Tool functions are synchronous: the SDK runs each call in a worker thread, so ca
 concurrent clients (HTTP) embed and reach the store at the same time, and a slow embedder
 never blocks the event loop. A failure reaches the client as a tool error carrying its
 code and message (which never hold a memory's text, an embedding or a scope value);
-anything unexpected is one generic line, logged by type only.
+anything unexpected is one generic line, logged by type only. What the tools' schemas
+say about ``user_id`` follows the server's user mode: required by default.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 from collections.abc import Callable
@@ -17,8 +19,9 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 from pydantic import Field
 
 from bifrost.errors import BifrostError
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.fastmcp.tools import Tool
 from ratatoskr.embed import EmbedderError
 from ratatoskr.mcp.tools import (
     ForgetAllResult,
@@ -27,10 +30,11 @@ from ratatoskr.mcp.tools import (
     MemoryTools,
     RecallResult,
     RememberResult,
+    UserMode,
 )
 from ratatoskr.storage.errors import StorageError
 
-__all__ = ["SERVER_NAME", "build_server"]
+__all__ = ["BOUND_USER_STATE", "SERVER_NAME", "bound_user", "build_server"]
 
 SERVER_NAME = "ratatoskr-memory"
 _log = logging.getLogger("ratatoskr.mcp")
@@ -44,14 +48,74 @@ _INSTRUCTIONS = (
     "Pass the same user_id (and agent_id, if you use one) on every call: a call only ever "
     "sees and changes the memories of the user and agent it names."
 )
+_INSTRUCTIONS_PINNED = (
+    "Long-term memory of the one person this server serves. `remember` stores a text "
+    "(with optional metadata) and returns its id; `recall` finds the memories closest in "
+    "meaning to a query; `list_memories` pages through them; `forget` erases one by id; "
+    "`forget_all` erases all of them. Omit user_id: every call is this person's."
+)
 
-UserId = Annotated[
-    str | None,
-    Field(description="The person the memory is about or belongs to; omit for shared ones."),
-]
+# What the LLM reads about `user_id`, by the server's user mode (see MemoryTools).
+_USER_ID_SAYS: dict[UserMode, str] = {
+    "required": "Required. The person whose memories this call reads or writes; the call "
+    "sees and changes only that person's memories.",
+    "pinned": "Omit it: this server serves one person and every call is theirs (another "
+    "user_id is refused).",
+    "tenant_wide": "The person whose memories this call reads or writes; omit it to reach "
+    "every memory of the tenant (shared ones and every person's).",
+}
+_FORGET_ALL_USER_SAYS: dict[UserMode, str] = {
+    "required": "Required. The person whose memories are all erased.",
+    "pinned": _USER_ID_SAYS["pinned"],
+    "tenant_wide": "Required. The person whose memories are all erased.",
+}
+
+# Where the HTTP transport leaves the user a request's bearer token is bound to (in the
+# ASGI scope's ``state``); ``bound_user`` reads it back in the tool call.
+BOUND_USER_STATE = "ratatoskr_mcp_user"
+
+UserId = Annotated[str | None, Field(description=_USER_ID_SAYS["tenant_wide"])]
 AgentId = Annotated[
     str | None, Field(description="The agent whose own memory this is; omit for any agent.")
 ]
+Ctx = Context[Any, Any, Any]
+
+
+def bound_user(ctx: Ctx) -> str | None:
+    """The user the transport bound this call to (an HTTP token's user), if any."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # called in-process, outside any request
+        return None
+    scope = getattr(request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    user = state.get(BOUND_USER_STATE) if isinstance(state, dict) else None
+    return user if isinstance(user, str) else None
+
+
+def _advertise_user(tool: Tool, mode: UserMode) -> Tool:
+    """``tool``'s input schema as the LLM should read it in ``mode``: ``user_id``
+    required (a non-empty string) unless the server is pinned or tenant-wide. The
+    arguments are still validated as optional: a missing user is refused by
+    ``MemoryTools`` with a message naming the argument and nothing of the call."""
+    schema = copy.deepcopy(tool.parameters)
+    prop = schema["properties"]["user_id"]
+    required = [name for name in schema.get("required", []) if name != "user_id"]
+    says = _FORGET_ALL_USER_SAYS if tool.name == "forget_all" else _USER_ID_SAYS
+    if mode == "pinned":
+        prop["description"] = says[mode]
+    elif tool.name == "forget_all" or mode == "required":
+        schema["properties"]["user_id"] = {
+            "type": "string",
+            "minLength": 1,
+            "title": prop.get("title", "User Id"),
+            "description": says[mode],
+        }
+        required.append("user_id")
+    else:
+        prop["description"] = says[mode]
+    schema["required"] = required
+    return tool.model_copy(update={"parameters": schema})
 
 
 def _tool_errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
@@ -74,16 +138,22 @@ def _tool_errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
     return run
 
 
-def build_server(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
+def build_server(
+    tools: MemoryTools,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    user_mode: UserMode | None = None,
+) -> FastMCP:
     """A ``FastMCP`` server exposing ``tools``; ``host``/``port`` only matter to its
-    streamable HTTP app (the SDK turns on its DNS-rebinding checks for a loopback host)."""
-    server: FastMCP = FastMCP(
-        SERVER_NAME, instructions=_INSTRUCTIONS, host=host, port=port, log_level="WARNING"
-    )
+    streamable HTTP app (the SDK turns on its DNS-rebinding checks for a loopback host).
+    ``user_mode`` (default: the tools') is what the tools' descriptions tell the LLM about
+    ``user_id``: ``pinned`` where every HTTP token is bound to a user."""
+    mode = user_mode or tools.user_mode
 
-    @server.tool()
     @_tool_errors
     def remember(
+        ctx: Ctx,
         text: Annotated[str, Field(description="What to remember, in plain words.")],
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -93,11 +163,13 @@ def build_server(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 800
         ] = None,
     ) -> RememberResult:
         """Store a new memory; returns its id."""
-        return tools.remember(text, user_id=user_id, agent_id=agent_id, metadata=metadata)
+        return tools.remember(
+            text, user_id=user_id, agent_id=agent_id, metadata=metadata, as_user=bound_user(ctx)
+        )
 
-    @server.tool()
     @_tool_errors
     def recall(
+        ctx: Ctx,
         query: Annotated[str, Field(description="What to look for, in plain words.")],
         k: Annotated[int, Field(description="How many memories at most.", ge=1)] = 5,
         user_id: UserId = None,
@@ -111,11 +183,13 @@ def build_server(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 800
         ] = None,
     ) -> RecallResult:
         """The memories closest in meaning to the query, best first, with their scores."""
-        return tools.recall(query, k=k, user_id=user_id, agent_id=agent_id, filter=filter)
+        return tools.recall(
+            query, k=k, user_id=user_id, agent_id=agent_id, filter=filter, as_user=bound_user(ctx)
+        )
 
-    @server.tool()
     @_tool_errors
     def list_memories(
+        ctx: Ctx,
         user_id: UserId = None,
         agent_id: AgentId = None,
         cursor: Annotated[
@@ -124,24 +198,33 @@ def build_server(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 800
         limit: Annotated[int, Field(description="Memories per page.", ge=1)] = 20,
     ) -> MemoryPage:
         """One page of memories; pass next_cursor back as cursor for the next page."""
-        return tools.list_memories(user_id=user_id, agent_id=agent_id, cursor=cursor, limit=limit)
+        return tools.list_memories(
+            user_id=user_id, agent_id=agent_id, cursor=cursor, limit=limit, as_user=bound_user(ctx)
+        )
 
-    @server.tool()
     @_tool_errors
     def forget(
+        ctx: Ctx,
         memory_id: Annotated[str, Field(description="The id remember returned.")],
         user_id: UserId = None,
         agent_id: AgentId = None,
     ) -> ForgetResult:
         """Erase one memory; forgotten is false when no such memory is visible to this call."""
-        return tools.forget(memory_id, user_id=user_id, agent_id=agent_id)
+        return tools.forget(memory_id, user_id=user_id, agent_id=agent_id, as_user=bound_user(ctx))
 
-    @server.tool()
     @_tool_errors
-    def forget_all(
-        user_id: Annotated[str, Field(description="The user whose memories are all erased.")],
-    ) -> ForgetAllResult:
+    def forget_all(ctx: Ctx, user_id: UserId = None) -> ForgetAllResult:
         """Erase every memory of one user (every agent's); returns how many were erased."""
-        return tools.forget_all(user_id)
+        return tools.forget_all(user_id, as_user=bound_user(ctx))
 
-    return server
+    return FastMCP(
+        SERVER_NAME,
+        instructions=_INSTRUCTIONS_PINNED if mode == "pinned" else _INSTRUCTIONS,
+        host=host,
+        port=port,
+        log_level="WARNING",
+        tools=[
+            _advertise_user(Tool.from_function(fn), mode)
+            for fn in (remember, recall, list_memories, forget, forget_all)
+        ],
+    )
