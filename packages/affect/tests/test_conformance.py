@@ -11,6 +11,11 @@ import pytest
 from bifrost.consumer.testing.conformance import AffectStoreConformance, AffectStoreFactory
 from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.sqlite import ConnectionOptions
+
+# The kit checks what the store answers, not what survives a power cut (the crash
+# tests do, with the real setting): no fsync at each commit.
+NO_FSYNC = ConnectionOptions(synchronous="OFF")
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -27,7 +32,12 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AffectSt
         # A fresh, empty, independent store on every call.
         path = ":memory:" if request.param == "memory" else str(tmp_path / f"a{len(opened)}.db")
         s = open_affect_store(
-            path, max_batch=max_batch, max_page=max_page, clock=clock, quota=quota
+            path,
+            max_batch=max_batch,
+            max_page=max_page,
+            clock=clock,
+            quota=quota,
+            options=NO_FSYNC,
         )
         opened.append(s)
         return s

@@ -11,6 +11,11 @@ import pytest
 from bifrost.consumer.testing.conformance import MemoryStoreConformance, MemoryStoreFactory
 from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.sqlite import ConnectionOptions
+
+# The kit checks what the store answers, not what survives a power cut (the crash
+# tests do, with the real setting): no fsync at each commit.
+NO_FSYNC = ConnectionOptions(synchronous="OFF")
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -38,6 +43,7 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySt
             quota=quota,
             max_page=max_page,
             filterable_fields=filterable_fields,
+            options=NO_FSYNC,
         )
         opened.append(s)
         return s
