@@ -10,7 +10,8 @@ prefilter (``make bench-deps`` installs both into benchmarks/.venv-bench):
   p50 follows the load average);
 - ``search`` with a metadata filter of 1% selectivity (of the store) inside a 10%
   scope, beside a scope-only search of the same selectivity (a 1% scope): p50 of
-  each and their ratio, recall against numpy brute force over the filter oracle
+  each (called in turn, so a shared host's load weighs on both alike) and their
+  ratio, recall against numpy brute force over the filter oracle
   (float64 cosine), and the result counts (a correct answer has min(top_k, 1000)).
 
 Data: N random normal vectors; tenant ``t{i % 10}`` (10% each), end user
@@ -96,6 +97,20 @@ def p50(f: Callable[[], object], n: int = 200) -> tuple[float, float]:
     return statistics.median(wall) * 1000, statistics.median(cpu) * 1000
 
 
+def p50_pair(f: Callable[[], object], g: Callable[[], object], n: int = 200) -> tuple[float, float]:
+    """Median wall milliseconds of ``n`` calls each of ``f`` and ``g``, called in turn:
+    on a shared host the load then weighs on both alike, and their ratio holds."""
+    wall_f, wall_g = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        f()
+        u = time.perf_counter()
+        g()
+        wall_g.append(time.perf_counter() - u)
+        wall_f.append(u - t)
+    return statistics.median(wall_f) * 1000, statistics.median(wall_g) * 1000
+
+
 def cycle(queries: F64) -> Iterator[list[float]]:
     while True:
         yield from queries.tolist()
@@ -110,8 +125,7 @@ def compare(name: str, data: Data, filtered: Search, scoped: Search, k: int) -> 
         recall.append(len(want & set(got)) / len(want))
         counts.append(len(got))
     qf, qs = cycle(data.queries), cycle(data.queries)
-    f_wall, _ = p50(lambda: filtered(next(qf)))
-    s_wall, _ = p50(lambda: scoped(next(qs)))
+    f_wall, s_wall = p50_pair(lambda: filtered(next(qf)), lambda: scoped(next(qs)))
     print(
         f"  {name}: filtered p50 {f_wall:.3f} ms, scope-only p50 {s_wall:.3f} ms,"
         f" ratio {f_wall / s_wall:.2f}x; recall min {min(recall):.3f}"

@@ -23,9 +23,13 @@ Every expression here reads ``record_json`` (text) through :data:`DOC`, the reco
 
 Indexes, per declared field, made when a store opens with the field declared (the
 existing rows are indexed then, under the table's SHARE lock: writes wait for the
-build, reads do not): a GIN (``jsonb_path_ops``) on :func:`value`, for ``$eq``/``$in``
-as containment; btrees on :func:`number` and :func:`string`, for the range
-operators. An index of a field no longer declared stays (it costs its upkeep on
+build, reads do not): a btree on :func:`value` (``$eq``/``$in`` of a value that is
+not an array: ``jsonb`` equality; exact, so its rows need no re-check), a GIN
+(``jsonb_path_ops``) on it over the rows where it is an array (containment of an
+element), and btrees on :func:`number` and :func:`string` (the range operators).
+Their statistics (ANALYZE gathers them for index expressions) let the planner
+take a selective filter's index and leave an unselective one to the scope's.
+Opening a store with no declared field costs nothing here. An index of a field no longer declared stays (it costs its upkeep on
 writes; drop it by hand). Index names derive from a hash of the field, never from
 its text; the field's text reaches SQL only as literals.
 """
