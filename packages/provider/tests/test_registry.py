@@ -149,7 +149,7 @@ def test_each_plane_alone_is_served_checked_and_operated(
 
     out = io.StringIO()
     assert run_compact(settings, (name,), full=False, vectors=True, out=out) == 0
-    assert out.getvalue().startswith(f"{name}: ")
+    assert out.getvalue().startswith(f"ratatoskr: {name}: ")
 
     dest = str(tmp_path / f"{name}.backup")
     if plane.backup_hint is None:
