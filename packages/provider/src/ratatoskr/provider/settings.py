@@ -203,6 +203,14 @@ class Settings(BaseSettings):
         "64 MiB holds a few largest batches (8 MiB bodies, about twice that in the file and "
         "WAL) and the WALs of deletes meanwhile.",
     )
+    group_commit: bool = Field(
+        True,
+        description="SQLite planes: concurrent writes (memory upsert_many, affect put_many) of "
+        "one process share a transaction and its COMMIT, one fsync for the batches queued "
+        "together (at most 64), each batch still atomic, idempotent and checked on its own "
+        "(revision, grant, quota) in a savepoint; a lone write never waits. false: every "
+        "write commits alone.",
+    )
     heimdall_key: SecretStr | None = Field(
         None, description="HS256 key shared with Heimdall, which signs every per-call JWT."
     )
