@@ -348,7 +348,10 @@ def main() -> None:
     directory = Path(tempfile.mkdtemp(prefix="group-bench-", dir=args.dir))
     planes = [p for p in args.planes.split(",") if p]
     try:
-        print(f"machine: {machine_line()}; {args.batches} batches of {BATCH} per configuration")
+        print(
+            f"machine: {machine_line()}; {args.batches} batches of {BATCH} per configuration;"
+            f" load average at start {os.getloadavg()[0]:.1f}"
+        )
         floor = commit_floor(directory)
         print(
             f"commit floor: {floor:,.0f} tiny commits/s"
@@ -391,6 +394,7 @@ def main() -> None:
                     rows.append((writers, off, on, "–"))
                     clean(directory)
                 table(f"{plane}, over HTTP (`ratatoskr serve --workers {workers}`)", rows)
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (a quiet host: < 1)")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

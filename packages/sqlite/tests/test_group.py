@@ -262,6 +262,7 @@ def test_many_threads_commit_every_batch_once(db: Database) -> None:
     assert db.group.groups - groups <= 8 * 40
 
 
+@pytest.mark.slow
 def test_sigkill_during_group_commits_keeps_every_acknowledged_batch(tmp_path: Path) -> None:
     path = tmp_path / "crash.db"
     open_db(path).close()
