@@ -5,10 +5,12 @@ Implements bifrost's ``MemoryDataStore`` exactly. Every rule of the plane
 rows) comes from ``bifrost.memory``, the same code the reference store runs;
 this module owns only persistence and ranking.
 
-Writes run in one ``BEGIN IMMEDIATE`` transaction each, along bifrost's write
-path (:mod:`bifrost.writes`; the clock is read inside the transaction): chunk
-rows, vec0 rows, tombstones, the change counter and the idempotency entry commit
-together or not at all, and each write prunes a bounded number of expired ledger entries and of
+Writes run in one ``BEGIN IMMEDIATE`` transaction each (concurrent ones of this
+process may share one and its COMMIT, each in a savepoint of its own:
+:mod:`ratatoskr.sqlite.group`), along bifrost's write path (:mod:`bifrost.writes`;
+the clock is read inside the transaction): chunk rows, vec0 rows, tombstones, the
+change counter and the idempotency entry commit together or not at all, and each
+write prunes a bounded number of expired ledger entries and of
 tombstones past the retention horizon (:mod:`ratatoskr.memory.changes`).
 
 Searches rank on the in-process vector index (:mod:`ratatoskr.memory.sync`),

@@ -1,7 +1,8 @@
 """The SQLite machinery every ratatoskr plane shares.
 
 One driver (apsw, bundling SQLite with extension loading), sqlite-vec loading,
-the house pragmas (WAL, busy timeout, synchronous=FULL), append-only migrations
+the house pragmas (WAL, busy timeout, synchronous=FULL), group commit of concurrent
+writes, append-only migrations
 with a version table, fixed per-file settings, the idempotency ledger, the
 at-rest JSON codec and typed, content-free storage errors; and a file's operator
 side: online backup, verified restore, in-use detection and statistics.

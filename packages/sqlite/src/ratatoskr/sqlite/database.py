@@ -5,7 +5,9 @@ off the thread that created it, and transactions must not interleave. Writes
 therefore go through one connection guarded by a lock and always start with
 ``BEGIN IMMEDIATE`` (a deferred transaction that later upgrades to a writer can
 fail with "database is locked" without waiting); reads use a connection of
-their own thread, so in WAL mode they never wait for a writer. An in-memory
+their own thread, so in WAL mode they never wait for a writer. A plane's batches go
+through :meth:`Database.write_batch`, where concurrent ones share a transaction and
+its COMMIT (:mod:`ratatoskr.sqlite.group`). An in-memory
 database exists only inside its one connection, so there every call shares it.
 """
 
