@@ -20,7 +20,7 @@ from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_
 from ratatoskr.memory.postgres.field_index import field_indexes
 from ratatoskr.memory.postgres.filters import filter_sql
 from ratatoskr.memory.postgres.schema import CHUNKS
-from ratatoskr.postgres import Pool
+from ratatoskr.postgres import Pool, StorageUnavailable
 
 CTX = DispatchContext(actor="a", plane="memory")
 DIM = 4
@@ -200,3 +200,34 @@ def test_a_selective_filter_narrows_by_its_index(
     # Most of the store passes: the scope's index alone.
     assert name["eq"] not in _plan(pg_dsn, schema, {"kind": "common"})
     store.close()
+
+
+def test_a_role_that_does_not_own_the_table_is_told_why(
+    pg_pool: Pool, pg_dsn: str, schema: str
+) -> None:
+    _open(pg_pool, schema, []).close()
+    role = f"r_{schema}"
+    admin = psycopg.connect(pg_dsn, autocommit=True)
+    try:
+        ident = sql.Identifier(role)
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+        admin.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), ident)
+        )
+        admin.execute(
+            sql.SQL("GRANT ALL ON ALL TABLES IN SCHEMA {} TO {}").format(
+                sql.Identifier(schema), ident
+            )
+        )
+        dsn = psycopg.conninfo.make_conninfo(pg_dsn, user=role)
+        with pytest.raises(StorageUnavailable, match="owns the memory table"):
+            open_postgres_memory_store(
+                dsn, schema=schema, embedding_dim=DIM, filterable_fields=["kind"]
+            )
+        # Nothing was made; without new fields the role opens the store as before.
+        assert not {n for n, _k in field_indexes(CHUNKS, ["kind"])} & _index_names(pg_pool, schema)
+        open_postgres_memory_store(dsn, schema=schema, embedding_dim=DIM).close()
+    finally:
+        admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+        admin.close()

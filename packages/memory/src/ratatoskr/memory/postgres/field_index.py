@@ -29,9 +29,10 @@ not an array: ``jsonb`` equality; exact, so its rows need no re-check), a GIN
 element), and btrees on :func:`number` and :func:`string` (the range operators).
 Their statistics (ANALYZE gathers them for index expressions) let the planner
 take a selective filter's index and leave an unselective one to the scope's.
-Opening a store with no declared field costs nothing here. An index of a field no longer declared stays (it costs its upkeep on
-writes; drop it by hand). Index names derive from a hash of the field, never from
-its text; the field's text reaches SQL only as literals.
+Opening a store with no declared field costs nothing here. An index of a field no
+longer declared stays (it costs its upkeep on writes; drop it by hand). Index names
+derive from a hash of the field, never from its text; the field's text reaches SQL
+only as literals.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 from psycopg import Cursor, sql
 
 from bifrost.fields import field_path
+from ratatoskr.postgres import StorageUnavailable
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.migrations import MIGRATION_LOCK
 from ratatoskr.postgres.text import to_db
@@ -100,6 +103,13 @@ def string(path: Sequence[str]) -> sql.Composable:
     return sql.SQL("(CASE WHEN jsonb_typeof({v}) = 'string' THEN {v} #>> '{{}}' END)").format(v=v)
 
 
+_NOT_OWNER = (
+    "a newly declared filterable field needs its indexes, and only the role that owns"
+    " the memory table may create them: open the store once as that role"
+    " (SQLSTATE 42501)"
+)
+
+
 def _name(table: str, field: str, kind: str) -> str:
     digest = hashlib.sha256(field.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{table}_f{digest}_{kind}"
@@ -130,7 +140,9 @@ def ensure_field_indexes(db: PostgresDatabase, table: str, fields: Sequence[str]
     """Create the missing indexes of ``fields`` on ``table`` of ``db``'s schema.
 
     A read finds what exists (no lock when nothing is missing); the rest is built in
-    one transaction under the migration lock, so concurrent opens build each once."""
+    one transaction under the migration lock, so concurrent opens build each once.
+    Raises StorageUnavailable (naming the fix) when the role does not own the table,
+    and what :meth:`PostgresDatabase.run` raises."""
     wanted = field_indexes(table, fields)
     if not wanted:
         return
@@ -149,11 +161,14 @@ def ensure_field_indexes(db: PostgresDatabase, table: str, fields: Sequence[str]
 
     def create(cur: Cursor[Any]) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        for name, key in wanted:
-            cur.execute(
-                sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} {key}").format(
-                    i=sql.Identifier(name), t=db.table(table), key=key
+        try:
+            for name, key in wanted:
+                cur.execute(
+                    sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} {key}").format(
+                        i=sql.Identifier(name), t=db.table(table), key=key
+                    )
                 )
-            )
+        except psycopg.errors.InsufficientPrivilege:
+            raise StorageUnavailable(_NOT_OWNER) from None
 
     db.run(create, mode="write", bound="none")
