@@ -10,6 +10,12 @@ import pytest
 
 from bifrost.context import DispatchContext
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
+from ratatoskr.sqlite import ConnectionOptions
+
+# Stores that tests open in process: no fsync at each commit. What a store answers
+# does not depend on it, and a SIGKILLed process's writes are in the page cache either
+# way; the crash and durability tests (writer subprocesses) keep the real setting.
+NO_FSYNC = ConnectionOptions(synchronous="OFF")
 
 
 class FakeClock:
@@ -36,7 +42,7 @@ def store(
     request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
 ) -> Iterator[RatatoskrAffectStore]:
     path = ":memory:" if request.param == "memory" else str(tmp_path / "affect.db")
-    s = open_affect_store(path, clock=clock)
+    s = open_affect_store(path, clock=clock, options=NO_FSYNC)
     yield s
     s.close()
 

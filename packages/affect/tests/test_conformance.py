@@ -11,11 +11,8 @@ import pytest
 from bifrost.consumer.testing.conformance import AffectStoreConformance, AffectStoreFactory
 from bifrost.quota import NO_QUOTA, Quota
 from ratatoskr.affect import RatatoskrAffectStore, open_affect_store
-from ratatoskr.sqlite import ConnectionOptions
 
-# The kit checks what the store answers, not what survives a power cut (the crash
-# tests do, with the real setting): no fsync at each commit.
-NO_FSYNC = ConnectionOptions(synchronous="OFF")
+from .conftest import NO_FSYNC
 
 
 @pytest.fixture(params=["memory", "file"])

@@ -11,14 +11,20 @@ import pytest
 
 from bifrost.context import DispatchContext
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.sqlite import ConnectionOptions
 
 DIM = 8
+
+# Stores that tests open in process: no fsync at each commit. What a store answers
+# does not depend on it, and a SIGKILLed process's writes are in the page cache either
+# way; the crash and durability tests (writer subprocesses) keep the real setting.
+NO_FSYNC = ConnectionOptions(synchronous="OFF")
 
 
 @pytest.fixture(params=["memory", "file"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RatatoskrMemoryStore]:
     path = ":memory:" if request.param == "memory" else str(tmp_path / "memory.db")
-    s = open_memory_store(path, embedding_dim=DIM)
+    s = open_memory_store(path, embedding_dim=DIM, options=NO_FSYNC)
     yield s
     s.close()
 
