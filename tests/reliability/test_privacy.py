@@ -455,13 +455,14 @@ def run_traffic(base_url: str, storage: list[Path]) -> Seen:
         t.vmp("GET", "/v1/no-such-route", expect=404)
         r = t.vmp("GET", "/health", key=META, expect=401)
         assert r.content == b""
-        # 500s: the database files moved away under the running provider.
+        # The database files moved away under the running provider: memory and affect
+        # answer 503 bifrost.unavailable (retryable: nothing was acknowledged), VMP 500.
         for path in storage:
             path.rename(path.with_name(path.name + ".moved"))
         t.call(
-            "memory", "upsert_many", {"records": [record("z")]}, expect=500, scope=grant, key="k9"
+            "memory", "upsert_many", {"records": [record("z")]}, expect=503, scope=grant, key="k9"
         )
-        t.call("affect", "put_many", {"records": [state]}, expect=500, scope=grant, key="a9")
+        t.call("affect", "put_many", {"records": [state]}, expect=503, scope=grant, key="a9")
         t.vmp(
             "POST",
             "/v1/memory/upsert_vector",

@@ -223,11 +223,22 @@ def render_error(
     """Render any exception as ``(http_status, response_body)``.
 
     The one place errors become wire responses. A non-Bifrost exception becomes
-    ``bifrost.internal`` with a generic message; it is logged with the call id
-    and the exception's type name only, never its text (which might hold content).
+    ``bifrost.internal`` with a generic message (or the error it declares, for storage
+    failures the wire names); it is logged with the call id and the exception's type
+    name only, never its text (which might hold content).
     """
     if not isinstance(exc, BifrostError):
-        exc = _declared(exc) or exc
+        declared = _declared(exc)
+        if declared is not None:
+            # A storage failure the wire names (503 unavailable, 507 full): the operator
+            # still needs a line saying which, with the type name only.
+            _log.warning(
+                "storage error call_id=%s type=%s code=%s",
+                loggable_id(call_id),
+                type(exc).__name__,
+                declared.wire_code(plane),
+            )
+            exc = declared
     if isinstance(exc, BifrostError):
         return exc.status, error_body(exc.wire_code(plane), exc.message, exc.details, call_id)
     _log.error("internal error call_id=%s type=%s", loggable_id(call_id), type(exc).__name__)
