@@ -64,3 +64,16 @@ def test_an_unreachable_provider_is_status_1(
     argv = ["--url", "http://127.0.0.1:9/memory", "--key-file", str(key)]
     assert main([*argv, "--embedder-factory", EMBEDDER]) == EXIT_FAILED
     assert "cannot be reached" in capsys.readouterr().err
+
+
+async def test_the_schemas_follow_the_user_mode(tools: MemoryTools) -> None:
+    """Required by default; a server whose every HTTP token is bound to a user tells the
+    LLM to omit it (``user_mode="pinned"``, what ``ratatoskr mcp`` passes then)."""
+    required = {t.name: t.inputSchema for t in await build_server(tools).list_tools()}
+    pinned = {
+        t.name: t.inputSchema for t in await build_server(tools, user_mode="pinned").list_tools()
+    }
+    for name in ("remember", "recall", "list_memories", "forget", "forget_all"):
+        assert "user_id" in required[name]["required"]
+        assert "user_id" not in pinned[name].get("required", [])
+        assert pinned[name]["properties"]["user_id"]["description"].startswith("Omit it")

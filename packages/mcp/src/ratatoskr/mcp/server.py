@@ -45,8 +45,9 @@ _INSTRUCTIONS = (
     "Long-term memory. `remember` stores a text (with optional metadata) and returns its "
     "id; `recall` finds the memories closest in meaning to a query; `list_memories` pages "
     "through them; `forget` erases one by id; `forget_all` erases everything of one user. "
-    "Pass the same user_id (and agent_id, if you use one) on every call: a call only ever "
-    "sees and changes the memories of the user and agent it names."
+    "Pass the user_id of the person the conversation is with (and agent_id, if you use "
+    "one) on every call: a call only ever sees and changes the memories of the user and "
+    "agent it names."
 )
 _INSTRUCTIONS_PINNED = (
     "Long-term memory of the one person this server serves. `remember` stores a text "
@@ -102,9 +103,8 @@ def _advertise_user(tool: Tool, mode: UserMode) -> Tool:
     prop = schema["properties"]["user_id"]
     required = [name for name in schema.get("required", []) if name != "user_id"]
     says = _FORGET_ALL_USER_SAYS if tool.name == "forget_all" else _USER_ID_SAYS
-    if mode == "pinned":
-        prop["description"] = says[mode]
-    elif tool.name == "forget_all" or mode == "required":
+    # forget_all always names its user, except where the server has pinned it.
+    if mode == "required" or (mode == "tenant_wide" and tool.name == "forget_all"):
         schema["properties"]["user_id"] = {
             "type": "string",
             "minLength": 1,
