@@ -30,7 +30,6 @@ import argparse
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -400,4 +399,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
