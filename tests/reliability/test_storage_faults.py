@@ -476,9 +476,10 @@ def test_directory_removed_while_serving_fails_writes_instead_of_losing_them(
         vmp.upsert_vector([1.0, 2.0, 3.0, 4.0])
         shutil.rmtree(data)
         outcomes = _writes_after_removal(memory, affect, vmp)
+        removed = "database file was removed or replaced while open"
         assert outcomes == {
-            "memory": (500, "bifrost.internal", "internal error"),
-            "affect": (500, "bifrost.internal", "internal error"),
+            "memory": (503, "bifrost.unavailable", removed),
+            "affect": (503, "bifrost.unavailable", removed),
             "vmp": (
                 500,
                 "INTERNAL_ERROR",
@@ -489,8 +490,8 @@ def test_directory_removed_while_serving_fails_writes_instead_of_losing_them(
         # beside the (removed) database, and a token that cannot be remembered is never
         # accepted (it could be replayed).
         assert outcome(lambda: memory.get_many([r["id"] for r in mem_batch(0)]))[:2] == (
-            500,
-            "bifrost.internal",
+            503,
+            "bifrost.unavailable",
         )
         for c in (memory, affect, vmp):
             c.close()
