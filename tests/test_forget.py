@@ -15,7 +15,7 @@ from bifrost.client import BifrostClient
 from ratatoskr.provider.testing import ServerProcess
 
 from .conftest import KEY
-from .test_operate import cli
+from .test_operate import RunCli
 
 USER = "forget-me-user-91c3"
 OTHER = "keep-me-user-22d8"
@@ -60,24 +60,26 @@ def leaked(tmp_path: Path, needle: bytes) -> list[str]:
 
 
 def test_forget_beside_a_serving_provider(
-    server: ServerProcess, server_env: dict[str, str], tmp_path: Path
+    ratatoskr_cli: RunCli, server: ServerProcess, server_env: dict[str, str], tmp_path: Path
 ) -> None:
     seed(server.base_url)
     mem, aff = client(server.base_url, "memory"), client(server.base_url, "affect")
     assert leaked(tmp_path, USER.encode())  # the check below can fail
 
-    dry = cli(["forget", "--scope", f'{{"end_user": "{USER}"}}', "--dry-run"], server_env, tmp_path)
+    dry = ratatoskr_cli(
+        ["forget", "--scope", f'{{"end_user": "{USER}"}}', "--dry-run"], server_env, tmp_path
+    )
     assert dry.returncode == 0, dry.stderr
     assert "memory: would erase 120 chunks" in dry.stdout
     assert "affect: would erase 20 keys" in dry.stdout
     assert len(mem.get_many([chunk(i, USER)["id"] for i in range(120)])) == 120
 
-    bad = cli(["forget", "--scope", '{"planet": "x"}'], server_env, tmp_path)
+    bad = ratatoskr_cli(["forget", "--scope", '{"planet": "x"}'], server_env, tmp_path)
     assert bad.returncode == 2 and "--scope" in bad.stderr
-    empty = cli(["forget", "--scope", "{}"], server_env, tmp_path)
+    empty = ratatoskr_cli(["forget", "--scope", "{}"], server_env, tmp_path)
     assert empty.returncode == 2
 
-    done = cli(["forget", "--scope", f'{{"end_user": "{USER}"}}'], server_env, tmp_path)
+    done = ratatoskr_cli(["forget", "--scope", f'{{"end_user": "{USER}"}}'], server_env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "memory: erased 120 chunks" in done.stdout
     assert "affect: erased 20 keys" in done.stdout

@@ -39,7 +39,11 @@ BAD_CALLS: list[tuple[str, Call, type[Exception]]] = [
     ("key with a lone surrogate", put([rec("\ud800")]), InvalidArguments),
     ("missing scope", put([{"key": "x"}]), InvalidArguments),
     ("scope not an object", put([rec("x", scope=["tenant"])]), InvalidArguments),  # type: ignore[arg-type]
-    ("scope axis outside lattice", put([rec("x", scope={"planet": "pluto-secret"})]), InvalidArguments),
+    (
+        "scope axis outside lattice",
+        put([rec("x", scope={"planet": "pluto-secret"})]),
+        InvalidArguments,
+    ),
     ("scope value empty", put([rec("x", scope={"tenant": ""})]), InvalidArguments),
     ("reserved revision", put([{**rec("x"), "revision": 1}]), InvalidArguments),
     ("reserved recorded_at", put([{**rec("x"), "recorded_at": "now"}]), InvalidArguments),
@@ -77,9 +81,17 @@ BAD_CALLS: list[tuple[str, Call, type[Exception]]] = [
     ("history: before 0", lambda s: s.history("a", before_revision=0), InvalidArguments),
     ("history: before str", lambda s: s.history("a", before_revision="2"), InvalidArguments),
     ("list: scope_all not an object", lambda s: s.list(scope_all=["x"]), InvalidArguments),
-    ("list: scope_all bad axis", lambda s: s.list(scope_all={"planet": "pluto-secret"}), InvalidFilter),
+    (
+        "list: scope_all bad axis",
+        lambda s: s.list(scope_all={"planet": "pluto-secret"}),
+        InvalidFilter,
+    ),
     ("list: scope_any not a list", lambda s: s.list(scope_any={"tenant": "t"}), InvalidArguments),
-    ("list: scope_any bad axis", lambda s: s.list(scope_any=[{"planet": "pluto-secret"}]), InvalidFilter),
+    (
+        "list: scope_any bad axis",
+        lambda s: s.list(scope_any=[{"planet": "pluto-secret"}]),
+        InvalidFilter,
+    ),
     ("list: limit too big", lambda s: s.list(limit=6), InvalidArguments),
     ("list: after_key empty", lambda s: s.list(after_key=""), InvalidArguments),
     ("delete_many: not a list", lambda s: s.delete_many("a"), InvalidArguments),

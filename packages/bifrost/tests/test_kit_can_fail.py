@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -73,7 +73,9 @@ class PartialBatch(InMemoryMemoryStore):
 class LeakyDelete(InMemoryMemoryStore):
     """Reports deletes but keeps the chunks searchable."""
 
-    def delete_many(self, ids: list[str]) -> dict[str, Any]:
+    def delete_many(
+        self, ids: list[str], *, grant: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         return {"deleted": len({i for i in ids if i in self._chunks})}
 
 

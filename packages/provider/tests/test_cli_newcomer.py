@@ -14,7 +14,7 @@ from typing import Any
 import jwt
 import pytest
 
-from ratatoskr.provider import cli
+from ratatoskr.provider import cli, startup
 from ratatoskr.provider.settings import Settings
 
 from .conftest import KEY
@@ -195,7 +195,7 @@ def test_data_line_names_a_dsn_without_its_password() -> None:
         vmp_db=":memory:",
         heimdall_key=KEY,
     )
-    line = cli.data_line(settings, ("memory", "affect", "vmp"))
+    line = startup.data_line(settings, ("memory", "affect", "vmp"))
     assert "memory in postgresql://ratatoskr:***@db.example:5432/app (schema ratatoskr_memory)" in (
         line
     )

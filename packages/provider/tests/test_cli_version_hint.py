@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import bifrost
-from ratatoskr.provider import cli
+from ratatoskr.provider import cli, startup
 
 
 def test_version_names_provider_and_bifrost(
@@ -43,19 +43,19 @@ def test_hint_command_is_the_path_run(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", [argv0.format(cwd=tmp_path), "serve"])
-    assert cli._command() == shown
+    assert startup.command_hint() == shown
 
 
 def test_hint_bare_name_only_when_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["ratatoskr", "serve"])
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert cli._command().endswith(" -m ratatoskr.provider")
+    assert startup.command_hint().endswith(" -m ratatoskr.provider")
     (tmp_path / "ratatoskr").write_text("#!/bin/sh\n")
     (tmp_path / "ratatoskr").chmod(0o755)
-    assert cli._command() == "ratatoskr"
+    assert startup.command_hint() == "ratatoskr"
     monkeypatch.setattr(sys, "argv", [str(Path(cli.__file__).with_name("__main__.py")), "serve"])
-    assert cli._command() == f"{sys.executable} -m ratatoskr.provider"
+    assert startup.command_hint() == f"{sys.executable} -m ratatoskr.provider"
 
 
 @pytest.mark.slow

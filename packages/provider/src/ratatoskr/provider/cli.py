@@ -46,7 +46,6 @@ from ratatoskr.provider.settings import (
     unknown_variables,
 )
 from ratatoskr.provider.startup import announce, data_line, version_line
-from ratatoskr.provider.startup import command_hint as _command  # noqa: F401 (tests read cli._command)
 
 __all__ = ["EXIT_CONFIG", "bind_socket", "load_settings", "main", "parser"]
 

@@ -119,8 +119,8 @@ class Settings(BaseSettings):
         le=3600,
         description="Seconds a PostgreSQL write waits for the synchronous standby to confirm "
         "its commit; then it answers 503 bifrost.unavailable, not acknowledged (it may be "
-        "committed on the primary only: a retry with the same idempotency key replays it once the standby "
-        "confirms). See docs/scaling.md.",
+        "committed on the primary only: a retry with the same idempotency key replays it "
+        "once the standby confirms). See docs/scaling.md.",
     )
     vmp_db: str = Field("var/vmp.db", description="VMP plane database file (or `:memory:`).")
     vmp_dim: int = Field(
