@@ -68,7 +68,7 @@ from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import portability
 from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.postgres.field_index import ensure_field_indexes
-from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql
+from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql, filtered_prepare
 from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
 from ratatoskr.memory.postgres.retention import sweep as sweep_rows
 from ratatoskr.memory.records import (
@@ -365,10 +365,13 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         mf = query.metadata_filter
         statement = self._search_sql(conjs, mf)
         limit = query.top_k + _EXTRA_CANDIDATES
+        prepare = filtered_prepare(mf)
         while True:
             params = (*self._top_params(conjs, probe, limit, mf), query.top_k - 1, self._margin)
             fetched = self._db.read(
-                lambda cur, params=params: cur.execute(statement, params, binary=True).fetchall()  # type: ignore[misc]
+                lambda cur, params=params: cur.execute(  # type: ignore[misc]
+                    statement, params, binary=True, prepare=prepare
+                ).fetchall()
             )
             if len(fetched) < limit:
                 break
@@ -501,7 +504,10 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         cutoff = self._cutoff()
         rows = self._db.read(
             lambda cur: cur.execute(
-                statement, (*params, cutoff, after, query.limit + 1), binary=True
+                statement,
+                (*params, cutoff, after, query.limit + 1),
+                binary=True,
+                prepare=filtered_prepare(mf),
             ).fetchall()
         )
         out: list[tuple[str, dict[str, Any]]] = []
