@@ -20,7 +20,7 @@ from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_
 from ratatoskr.memory.postgres.field_index import field_indexes
 from ratatoskr.memory.postgres.filters import filter_sql
 from ratatoskr.memory.postgres.schema import CHUNKS
-from ratatoskr.postgres import Pool, StorageUnavailable
+from ratatoskr.postgres import Pool, PoolOptions, StorageUnavailable
 
 CTX = DispatchContext(actor="a", plane="memory")
 DIM = 4
@@ -231,3 +231,36 @@ def test_a_role_that_does_not_own_the_table_is_told_why(
         admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
         admin.close()
+
+
+def test_filtered_statements_are_never_prepared(pg_dsn: str, schema: str) -> None:
+    # One connection, so every call below runs on the one whose statements we read.
+    store = open_postgres_memory_store(
+        pg_dsn,
+        schema=schema,
+        embedding_dim=DIM,
+        filterable_fields=["kind"],
+        pool_options=PoolOptions(min_size=1, max_size=1),
+    )
+    try:
+        recs = [
+            {"id": f"c{i}", "embedding": _vec(i), "scope": {"tenant": "t"}, "kind": f"k{i % 3}"}
+            for i in range(30)
+        ]
+        store.upsert_many(recs, idempotency_key="k", ctx=CTX)
+        for _ in range(8):  # past psycopg's prepare_threshold (5)
+            assert len(store.search(_vec(1), top_k=3, metadata_filter={"kind": "k1"})) == 3
+            assert (
+                len(store.scan(scope_all={"tenant": "t"}, metadata_filter={"kind": "k1"})["items"])
+                == 10
+            )
+            store.search(_vec(1), top_k=3, scope_all={"tenant": "t"})
+        prepared = store._db.run(
+            lambda cur: [
+                str(r[0]) for r in cur.execute("SELECT statement FROM pg_prepared_statements")
+            ]
+        )
+        assert prepared, "the unfiltered search is prepared as before"
+        assert not [s for s in prepared if "jsonb" in s]
+    finally:
+        store.close()
