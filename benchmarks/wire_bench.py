@@ -68,11 +68,15 @@ RATATOSKR = Path(sys.executable).with_name("ratatoskr")
 DIM = 384
 TENANTS = 100
 TOP_K = 10
+AFFECT_KEYS = 500
 SEED_BATCH = 250
 HOST = "127.0.0.1"
 ACTOR = "wire-bench"
 TOKEN_LIFETIME_S = 240  # the provider refuses more than 300 s
 MEMORY_CALL = "/memory/bifrost/memory-call"
+AFFECT_CALL = "/affect/bifrost/affect-call"
+VMP_META_GET = "/vmp/v1/memory/meta/get"
+VMP_META_SET = "/vmp/v1/memory/meta/set"
 VMP_UPSERT = "/vmp/v1/memory/upsert_vector"
 VMP_SEARCH = "/vmp/v1/memory/search_vector"
 NAGLE_MS = 30.0  # a gap this large on small answers is the Nagle / delayed-ACK stall
@@ -117,7 +121,7 @@ FLOOR_APP = textwrap.dedent(
 
     app = Starlette(
         routes=[
-            Route("/floor/{name}", answer, methods=["POST"]),
+            Route("/floor/{name}", answer, methods=["POST", "GET"]),
             Route("/healthz", healthz, methods=["GET"]),
         ]
     )
@@ -424,15 +428,23 @@ class Prepared:
     body: bytes
     headers: dict[str, str]
     args: dict[str, Any] = field(default_factory=dict)  # for the store replay
+    grant: dict[str, str] = field(default_factory=dict)
+    method: str = "POST"
+    query: str = ""
 
 
 def memory_call(
-    key: bytes, verb: str, args: dict[str, Any], grant: dict[str, str], idem: str | None = None
+    key: bytes,
+    verb: str,
+    args: dict[str, Any],
+    grant: dict[str, str],
+    idem: str | None = None,
+    plane: str = "memory",
 ) -> Prepared:
     body = build_envelope(verb, args, idempotency_key=idem)
     token = mint_token(
         key,
-        plane="memory",
+        plane=plane,
         verb=verb,
         body=body,
         actor=ACTOR,
@@ -440,7 +452,7 @@ def memory_call(
         lifetime_s=TOKEN_LIFETIME_S,
     )
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-    return Prepared(body, headers, args)
+    return Prepared(body, headers, args, dict(grant))
 
 
 def vmp_call(payload: dict[str, Any]) -> Prepared:
@@ -488,7 +500,7 @@ def run_calls(client: httpx.Client, url: str, calls: Sequence[Prepared], sample:
     for c in calls:
         t0 = time.perf_counter()
         try:
-            r = client.post(url, content=c.body, headers=c.headers)
+            r = client.request(c.method, url + c.query, content=c.body or None, headers=c.headers)
             ok = r.status_code == 200
         except httpx.HTTPError:
             ok = False
@@ -832,6 +844,23 @@ class Bench:
                     raise RuntimeError(f"VMP seed failed: {r.status_code} {r.text}")
         self.vmp_seed_rate = n / (time.perf_counter() - t0)
 
+    def seed_affect(self, server: Server) -> None:
+        """AFFECT_KEYS affect keys in the tenants, and one VMP metadata target."""
+        recs = [
+            {"key": f"k{i}", "scope": {"tenant": tenant(i)}, "v": i} for i in range(AFFECT_KEYS)
+        ]
+        call = memory_call(
+            self.key, "put_many", {"records": recs}, {}, idem="seed-affect", plane="affect"
+        )
+        with httpx.Client(trust_env=False, timeout=60) as client:
+            r = client.post(server.url + AFFECT_CALL, content=call.body, headers=call.headers)
+            if r.status_code != 200:
+                raise RuntimeError(f"affect seed failed: {r.status_code} {r.text}")
+            meta = {"target_id": "rec:1", "metadata": {"note": "wire bench"}}
+            r = client.post(server.url + VMP_META_SET, json=meta)
+            if r.status_code != 200:
+                raise RuntimeError(f"VMP meta seed failed: {r.status_code} {r.text}")
+
     # the verbs
 
     def specs(self) -> list[VerbSpec]:
@@ -883,6 +912,13 @@ class Bench:
 
             return make
 
+        def affect_get(k: int) -> Prepared:
+            i = int(rng.integers(AFFECT_KEYS))
+            return memory_call(key, "get", {"key": f"k{i}"}, {"tenant": tenant(i)}, plane="affect")
+
+        def vmp_get(k: int) -> Prepared:
+            return Prepared(b"", {}, method="GET", query="?target_id=rec:1")
+
         def vmp_upsert(k: int) -> Prepared:
             vec = [round(float(x), 6) for x in rng.standard_normal(vdim)]
             return vmp_call({"vector": vec, "metadata": {"k": k}})
@@ -896,6 +932,8 @@ class Bench:
             VerbSpec("health", "memory `health`", MEMORY_CALL, s, health),
             VerbSpec("get", "memory `get` (one chunk)", MEMORY_CALL, s, get, "get"),
             VerbSpec("describe_store", "memory `describe_store`", MEMORY_CALL, s, describe),
+            VerbSpec("affect_get", "affect `get` (one key)", AFFECT_CALL, s, affect_get),
+            VerbSpec("vmp_get", "VMP `meta/get` (GET)", VMP_META_GET, s, vmp_get),
             VerbSpec(
                 "search",
                 "memory `search` top 10, one tenant (1%), no embeddings",
@@ -951,7 +989,12 @@ class Bench:
                 req, resp = [], []
                 for k in range(5):
                     call = spec.make(k)
-                    r = client.post(server.url + spec.path, content=call.body, headers=call.headers)
+                    r = client.request(
+                        call.method,
+                        server.url + spec.path + call.query,
+                        content=call.body or None,
+                        headers=call.headers,
+                    )
                     if r.status_code != 200:
                         raise RuntimeError(f"{spec.name}: HTTP {r.status_code} {r.text[:300]}")
                     req.append(len(call.body))
@@ -1041,6 +1084,29 @@ class Bench:
             mem.close()
             vmp.close()
 
+    def store_writes(self) -> None:
+        """The timed ``upsert_many`` batches again, through the store API in this process
+        (the file opened as the server opens it; fresh idempotency keys, so each is a new
+        committed write, as over HTTP): the store's own rate beside the wire's."""
+        from bifrost.context import DispatchContext  # noqa: PLC0415
+        from ratatoskr.memory import open_memory_store  # noqa: PLC0415
+
+        res = next((r for r in self.results if r.spec.name == "upsert_100"), None)
+        if res is None:
+            return
+        mem = open_memory_store(str(self.db["memory"]), embedding_dim=DIM)
+        try:
+            sample = Sample()
+            for k, c in enumerate(res.calls):
+                ctx = DispatchContext(actor=ACTOR, scope=dict(c.grant), verb="upsert_many")
+                records = json.loads(json.dumps(c.args["records"]))  # a fresh parse, as served
+                t0 = time.perf_counter()
+                mem.upsert_many(records, idempotency_key=f"store-{k}-{uuid.uuid4()}", ctx=ctx)
+                sample.lat.append(time.perf_counter() - t0)
+            res.store = sample
+        finally:
+            mem.close()
+
     def load_round(self, n: int) -> None:
         """Every load target up at once (ratatoskr with 1 and 2 workers on the same files,
         the floor with 1 and 2), then interleaved slices from the same client processes."""
@@ -1092,6 +1158,7 @@ class Bench:
         try:
             self.seed_memory(server, self.n)
             self.seed_vmp(server)
+            self.seed_affect(server)
             sizes = self.calibrate(server, specs)
             floor = self.floor({name: resp for name, (_, resp) in sizes.items()})
             self.loops = {"ratatoskr": server.event_loop(), "floor": floor.event_loop()}
@@ -1103,6 +1170,8 @@ class Bench:
             server.stop()
         log("store API reads in-process")
         self.store_reads()
+        log("store API upserts in-process")
+        self.store_writes()
         self.load_round(self.n)
         if self.n_big > self.n:
             server = self.ratatoskr(1 if self.workers_ok else None)
@@ -1188,13 +1257,35 @@ class Bench:
             "| --- | --- | --- | --- | --- |",
         ]
         for r in self.results:
-            if r.store is None:
+            if r.store is None or r.spec.name == "upsert_100":
                 continue
             s50, o50 = pct(r.store.lat, 50), pct(r.ours.lat, 50)
             lines.append(
                 f"| {r.spec.label} | {ms(s50)} / {ms(pct(r.store.lat, 99))} | {ms(o50)} |"
                 f" {ms(o50 - s50)} | {ms(pct(r.floor.lat, 50))} |"
             )
+        up = next((r for r in self.results if r.spec.name == "upsert_100"), None)
+        if up is not None and up.store is not None and up.ours.count:
+            chunks = 100
+            http_rate = chunks * up.ours.count / sum(up.ours.lat)
+            store_rate = chunks * up.store.count / sum(up.store.lat)
+            lines += [
+                "",
+                "## Upsert over HTTP against the store's own rate",
+                "",
+                f"One client, batches of {chunks} chunks of {DIM} dims"
+                f" ({up.req_bytes / 1e6:.2f} MB of JSON each), back to back over HTTP; then the"
+                " same batches through `upsert_many` of the store API in this process, on the"
+                " same file opened as the server opens it (fresh idempotency keys: every batch"
+                " a committed write).",
+                "",
+                "| path | batches | p50 ms | chunks/s | ratio to the store |",
+                "| --- | --- | --- | --- | --- |",
+                f"| HTTP | {up.ours.count} | {ms(pct(up.ours.lat, 50))} | {http_rate:,.0f} |"
+                f" {http_rate / store_rate:.2f}× |",
+                f"| store API | {up.store.count} | {ms(pct(up.store.lat, 50))} |"
+                f" {store_rate:,.0f} | 1.00× |",
+            ]
         lines += [
             "",
             "## Load: one-tenant searches, concurrent clients",
