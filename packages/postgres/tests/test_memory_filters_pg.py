@@ -264,3 +264,43 @@ def test_filtered_statements_are_never_prepared(pg_dsn: str, schema: str) -> Non
         assert not [s for s in prepared if "jsonb" in s]
     finally:
         store.close()
+
+
+def test_percent_signs_and_braces_in_fields_and_values(pg_pool: Pool, schema: str) -> None:
+    # psycopg reads "%" in a statement run with parameters as a placeholder.
+    fields = ["k%s", "metadata.a{b}%%"]
+    store = _open(pg_pool, schema, fields)
+    values = ["%s", "%b", "{}", "%%", "x", "%"]
+    recs: list[dict[str, Any]] = [
+        {
+            "id": f"c{i}",
+            "embedding": _vec(i),
+            "scope": {"tenant": "t"},
+            "k%s": v,
+            "metadata": {"a{b}%%": [v] if i % 2 else v},
+        }
+        for i, v in enumerate(values)
+    ]
+    store.upsert_many(recs, idempotency_key="k", ctx=CTX)
+    for field in fields:
+        for v in values:
+            for cond in (v, {"$ne": v}, {"$in": [v, "%d"]}, {"$gte": v}, {"$lt": v}):
+                mf = {field: cond}
+                oracle = validate_filter(mf, fields)
+                assert oracle is not None
+                want = sorted(r["id"] for r in recs if oracle.matches(r))
+                got = store.search(_vec(0), top_k=10, scope_all={"tenant": "t"}, metadata_filter=mf)
+                assert sorted(r["chunk_id"] for r in got) == want, mf
+                page = store.scan(scope_all={"tenant": "t"}, metadata_filter=mf)
+                assert [r["id"] for r in page["items"]] == want, mf
+    with pg_pool.connection() as conn:
+        defs = dict(
+            conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s",
+                (schema,),
+            ).fetchall()
+        )
+    for field, key in zip(fields, ["'k%s'", "'a{b}%%'"], strict=True):
+        names = [n for n, _k in field_indexes(CHUNKS, [field])]
+        assert all(key in str(defs[n]) for n in names), field
+    store.close()

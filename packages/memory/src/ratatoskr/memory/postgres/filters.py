@@ -39,7 +39,7 @@ from typing import Any
 from psycopg import sql
 
 from bifrost.memory.filters import FieldCondition, MetadataFilter
-from ratatoskr.memory.postgres.field_index import is_array, number, string, value
+from ratatoskr.memory.postgres.field_index import is_array, literal, number, string, value
 from ratatoskr.postgres.text import to_db, utf8_encodable
 
 __all__ = ["DOC_LATERAL", "filter_sql", "filtered_prepare"]
@@ -62,7 +62,7 @@ def _any_of(v: sql.Composable, xs: tuple[Any, ...]) -> sql.Composable:
     """``$in`` of the scalars ``xs`` (``$eq`` is one): the value is one of them, or an
     array holding one. The record is parsed twice per row at most, whatever the
     number of values (once for the equality, once more for the array test)."""
-    lits = [sql.Literal(t) for t in dict.fromkeys(map(_json_scalar, xs)) if t is not None]
+    lits = [literal(t) for t in dict.fromkeys(map(_json_scalar, xs)) if t is not None]
     if not lits:
         return _FALSE
     if len(lits) == 1:
@@ -85,8 +85,8 @@ def _range(path: tuple[str, ...], op: str, x: Any) -> sql.Composable:
         return _FALSE
     if isinstance(x, int | float):
         n = repr(x) if isinstance(x, float) else str(x)
-        return sql.SQL("({} {} {}::numeric)").format(number(path), cmp, sql.Literal(n))
-    return sql.SQL('(({}) COLLATE "C" {} {})').format(string(path), cmp, sql.Literal(to_db(x)))
+        return sql.SQL("({} {} {}::numeric)").format(number(path), cmp, literal(n))
+    return sql.SQL('(({}) COLLATE "C" {} {})').format(string(path), cmp, literal(to_db(x)))
 
 
 def _condition(cond: FieldCondition) -> sql.Composable:
