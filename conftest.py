@@ -113,3 +113,21 @@ def ratatoskr_cli() -> RunCli:
     """:func:`run_cli`: ``ratatoskr_cli(args, env, cwd, input=...)`` returns what
     ``subprocess.run(..., capture_output=True, text=True)`` would."""
     return run_cli
+
+
+# -- `slow`: what `make unit` leaves out ------------------------------------------------
+#
+# A test is slow when it starts a server process or a PostgreSQL server, or takes over
+# 2 s on this project's 2-core host; `make unit` runs `-m "not slow and not soak"`,
+# `make test` runs them all. Tests that start their own processes are marked where they
+# are; a test that asks for one of these fixtures (each starts a provider process or a
+# PostgreSQL server) is marked here.
+SERVER_FIXTURES = frozenset(
+    {"server", "quota_server", "scan_server", "http_server", "pg_dsn", "dsn"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -94,6 +94,7 @@ def test_child_env_drops_the_shells_ratatoskr_settings(monkeypatch: pytest.Monke
     assert env["RATATOSKR_PORT"] == "0"
 
 
+@pytest.mark.slow
 def test_start_app_serves_the_factorys_app_and_captures_stderr(
     app_file: Path, tmp_path: Path
 ) -> None:
@@ -111,12 +112,14 @@ def test_start_app_serves_the_factorys_app_and_captures_stderr(
     assert gone(pid)
 
 
+@pytest.mark.slow
 def test_start_app_reports_a_factory_that_fails(app_file: Path, tmp_path: Path) -> None:
     with pytest.raises(ServerDidNotStart, match="the factory refused") as info:
         start_app(f"{app_file}:broken", cwd=tmp_path)
     assert "exited" in str(info.value)
 
 
+@pytest.mark.slow
 def test_launch_gives_up_after_the_timeout_and_kills_the_process(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(ServerDidNotStart, match="was not ready"):
@@ -134,6 +137,7 @@ def test_launch_gives_up_after_the_timeout_and_kills_the_process(tmp_path: Path)
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 def test_close_ends_the_children_a_killed_parent_left_behind(tmp_path: Path) -> None:
     server = launch(
         [sys.executable, "-c", PARENT],
@@ -148,6 +152,7 @@ def test_close_ends_the_children_a_killed_parent_left_behind(tmp_path: Path) -> 
     assert gone(child)
 
 
+@pytest.mark.slow
 def test_stop_kills_the_group_when_the_signal_is_ignored(tmp_path: Path) -> None:
     ignores = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
@@ -175,6 +180,7 @@ def _serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("level", ["info", "warning"])
+@pytest.mark.slow
 def test_start_serve_returns_a_serving_provider_on_a_free_port(tmp_path: Path, level: str) -> None:
     """At info uvicorn's startup line is the signal; at warning (no such line) the
     announcement is, and the listening socket holds the first request until it serves."""
@@ -188,6 +194,7 @@ def test_start_serve_returns_a_serving_provider_on_a_free_port(tmp_path: Path, l
         server.close()
 
 
+@pytest.mark.slow
 def test_start_serve_reports_a_refused_setting(tmp_path: Path) -> None:
     env = _serve_env(tmp_path, RATATOSKR_MEMORY_EMBEDDING_DIM="not-a-number")
     with pytest.raises(ServerDidNotStart, match="RATATOSKR_MEMORY_EMBEDDING_DIM"):

@@ -87,6 +87,7 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_mcp_on_a_provider_stays_inside_each_calls_grant(
     provider: ServerProcess, tmp_path: Path
 ) -> None:
@@ -136,6 +137,7 @@ async def test_mcp_on_a_provider_stays_inside_each_calls_grant(
     }
 
 
+@pytest.mark.slow
 def test_a_provider_of_another_dimension_stops_the_command(tmp_path: Path) -> None:
     env = {
         "RATATOSKR_MEMORY_DB": str(tmp_path / "memory.db"),

@@ -203,6 +203,7 @@ def test_json_logs_one_line_per_request(tmp_path: Path) -> None:
     assert all(line.startswith("ratatoskr:") for line in other), other
 
 
+@pytest.mark.slow
 def test_access_lines_only_at_debug_whatever_the_workers() -> None:
     """uvicorn's ``access_log=False`` does not reach spawned workers (each applies the
     logging dict itself), so the dict keeps ``uvicorn.access`` quiet below debug."""

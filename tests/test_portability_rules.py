@@ -37,7 +37,8 @@ from .test_postgres_provider import database, pg_dsn  # noqa: F401 - fixtures
 CTX = DispatchContext(actor="agent", scope={})
 DIM = 4
 RETENTION = 100.0
-BACKENDS = ["reference", "sqlite", "postgres"]
+# PostgreSQL: the session's server (slow: `make unit` leaves it out).
+BACKENDS = ["reference", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)]
 
 
 class Clock:

@@ -146,10 +146,12 @@ def _affect(tmp_path: Path, soaking: bool) -> None:
     assert outcomes["ok"] > 0
 
 
+@pytest.mark.slow
 def test_fuzz_memory_dispatch(tmp_path: Path) -> None:
     _memory(tmp_path, soaking=False)
 
 
+@pytest.mark.slow
 def test_fuzz_affect_dispatch(tmp_path: Path) -> None:
     _affect(tmp_path, soaking=False)
 

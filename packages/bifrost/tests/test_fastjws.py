@@ -301,6 +301,7 @@ def _tokens(draw: st.DrawFn) -> str:
 
 @settings(max_examples=400, deadline=None)
 @given(_tokens())
+@pytest.mark.slow
 def test_generated_tokens_get_the_same_verdict(token: str) -> None:
     fast, slow = verifiers()
     assert verdict(fast, token) == verdict(slow, token)

@@ -28,6 +28,7 @@ json_values = st.recursive(
 
 
 @given(json_values)
+@pytest.mark.slow
 def test_round_trip_is_exact(value: Any) -> None:
     data = canonical_json(value)
     back = json_loads_exact(data)

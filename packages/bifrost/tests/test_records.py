@@ -90,6 +90,7 @@ def test_validate_expected_revisions_keeps_the_order_given() -> None:
 
 
 @given(json_records)
+@pytest.mark.slow
 def test_canonical_record_is_the_codecs_canonical_json(record: dict[str, Any]) -> None:
     data, plain = canonical_record(record)
     assert data == canonical_json(record)
@@ -97,6 +98,7 @@ def test_canonical_record_is_the_codecs_canonical_json(record: dict[str, Any]) -
 
 
 @given(st.lists(json_records, max_size=5), st.dictionaries(st.text(max_size=3), st.integers(0, 9)))
+@pytest.mark.slow
 def test_the_digest_of_canonical_parts_is_the_request_digest(
     records: list[dict[str, Any]], expected: dict[str, int]
 ) -> None:

@@ -91,6 +91,7 @@ def outcome(fn: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
 
 
 @given(_records)
+@pytest.mark.slow
 def test_canonical_copy_agrees_with_the_exact_parse(record: dict[Any, Any]) -> None:
     fast_kind, fast = outcome(canonical_copy, record, 3)
     slow_kind, slow = outcome(slow_copy, record, 3)

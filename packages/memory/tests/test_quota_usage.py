@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bifrost.context import DispatchContext
 from bifrost.quota import memory_quota, record_size, tenant_of
 from ratatoskr.memory import RatatoskrMemoryStore, open_memory_store
@@ -38,6 +40,7 @@ def usage(store: RatatoskrMemoryStore) -> dict[str, tuple[int, int]]:
         }
 
 
+@pytest.mark.slow
 def test_a_file_from_before_quotas_opens_with_its_usage(tmp_path: Path) -> None:
     path = str(tmp_path / "v1.db")
     recs = [

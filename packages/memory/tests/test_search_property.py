@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,6 +50,7 @@ def cosine(a: list[int], b: list[int]) -> float:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops, query_list=st.lists(queries, min_size=1, max_size=4))
+@pytest.mark.slow
 def test_search_equals_brute_force(ops: list[tuple[Any, ...]], query_list: list[Any]) -> None:
     store = open_memory_store(":memory:", embedding_dim=DIM)
     model: dict[str, tuple[list[int], dict[str, str]]] = {}

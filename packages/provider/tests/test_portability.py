@@ -266,6 +266,7 @@ def test_conflicts_follow_on_conflict(
     assert body(mine) == theirs[1:]
 
 
+@pytest.mark.slow
 def test_stdin_and_stdout(run: Run, source: Settings, tmp_path: Path) -> None:
     env = {
         "RATATOSKR_MEMORY_DB": source.memory_db,

@@ -231,6 +231,7 @@ def test_restore_refusals_leave_the_target_untouched(tmp_path: Path) -> None:
     assert listing(tmp_path / "live") == before_live
 
 
+@pytest.mark.slow
 def test_restore_refuses_a_target_in_use(
     tmp_path: Path, hold: Callable[[Path, str], Holder]
 ) -> None:

@@ -268,6 +268,7 @@ def test_same_file(tmp_path: Path) -> None:
     assert same_file(str(a), str(tmp_path / "hard.db"))
 
 
+@pytest.mark.slow
 def test_the_wal_is_bounded_once_readers_let_go(tmp_path: Path) -> None:
     """A WAL that grew under a long reader is truncated to journal_size_limit after the
     next resetting checkpoint (SQLite never shrinks it otherwise)."""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import apsw
+import pytest
 
 from ratatoskr.sqlite import Database, backup_database, restore_database
 from ratatoskr.sqlite.temps import held_temp, parked_name, remove_stale_temps
@@ -63,6 +64,7 @@ def kill_mid_copy(what: str, source: Path, dest: Path, suffix: str) -> None:
         proc.wait()
 
 
+@pytest.mark.slow
 def test_a_killed_backup_leaves_a_copy_the_next_backup_removes(tmp_path: Path) -> None:
     (tmp_path / "live").mkdir()
     source = big_db(tmp_path / "live" / "x.db")
@@ -77,6 +79,7 @@ def test_a_killed_backup_leaves_a_copy_the_next_backup_removes(tmp_path: Path) -
     assert sorted(os.listdir(out)) == ["b2.db"]
 
 
+@pytest.mark.slow
 def test_a_killed_backup_beside_the_live_file_is_removed_at_the_next_open(
     tmp_path: Path,
 ) -> None:
@@ -87,6 +90,7 @@ def test_a_killed_backup_beside_the_live_file_is_removed_at_the_next_open(
     assert temps(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_killed_restore_is_cleaned_at_the_next_open_and_the_next_restore(
     tmp_path: Path,
 ) -> None:
@@ -124,6 +128,7 @@ def test_names_of_other_files_are_never_removed(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == sorted(keep)
 
 
+@pytest.mark.slow
 def test_a_restore_killed_after_parking_the_wal_gives_it_back(tmp_path: Path) -> None:
     target = tmp_path / "x.db"
     make_db(target, n=3)

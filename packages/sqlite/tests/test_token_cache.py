@@ -73,6 +73,7 @@ def test_pruning_is_bounded_per_insert(path: str) -> None:
     cache.close()
 
 
+@pytest.mark.slow
 def test_file_is_owner_only_and_the_wal_is_checkpointed(path: str) -> None:
     cache = SqliteTokenCache(path)
     now = time.time()

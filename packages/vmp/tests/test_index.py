@@ -54,6 +54,7 @@ def cases(draw: st.DrawFn) -> tuple[int, list[list[int]], list[int], int]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
+@pytest.mark.slow
 def test_top_k_equals_reference(case: tuple[int, list[list[int]], list[int], int]) -> None:
     dim, rows, query, k = case
     assert search(rows, query, k, dim) == reference_top_k(rows, query, k)
@@ -76,6 +77,7 @@ def near_cases(draw: st.DrawFn) -> tuple[list[list[int]], list[int], int]:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(near_cases())
+@pytest.mark.slow
 def test_prefilter_keeps_every_true_neighbour(case: tuple[list[list[int]], list[int], int]) -> None:
     rows, query, k = case
     assert search(rows, query, k, 6) == reference_top_k(rows, query, k)

@@ -98,6 +98,7 @@ def cases(draw: st.DrawFn) -> tuple[int, list[list[int]], list[int], int, int]:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
+@pytest.mark.slow
 def test_fast_routes_equal_integer_scoring(
     case: tuple[int, list[list[int]], list[int], int, int],
 ) -> None:
@@ -122,6 +123,7 @@ def crowded(draw: st.DrawFn) -> tuple[int, list[list[int]], list[int], int]:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded())
+@pytest.mark.slow
 def test_near_ties_and_duplicates(case: tuple[int, list[list[int]], list[int], int]) -> None:
     dim, rows, query, k = case
     check(rows, query, k, dim)

@@ -312,6 +312,7 @@ def test_restore_from_a_file_holds_a_batch_not_the_snapshot(tmp_path: Path) -> N
     assert peaks[1] - peaks[0] < 256_000, (peaks, sizes)
 
 
+@pytest.mark.slow
 def test_restore_of_bytes_does_not_copy_them() -> None:
     blob = big_blob(6000, pad=2048)
     with open_vmp_store(":memory:", dim=DIM, max_records=6000) as s:
