@@ -54,6 +54,7 @@ def test_forget_finds_chunks_another_process_wrote(db_file: str, ctx: DispatchCo
     a.close()
 
 
+@pytest.mark.slow  # lasts over 1 s by design (longer than the background flush delay)
 def test_forget_flushes_once_at_its_end(db_file: str, ctx: DispatchContext) -> None:
     s = open_memory_store(db_file, embedding_dim=DIM)
     fill(s, ctx, victims=12, others=4)
