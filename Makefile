@@ -33,8 +33,8 @@ lint: bootstrap
 type: bootstrap
 	$(BIN)/tox run -e type
 
-# The inner loop: every test not marked slow (crash loops, servers, multi-process), over
-# every core.
+# The inner loop: every test not marked slow (slow: starts a server process or a
+# PostgreSQL server, or takes over 2 s; see the root conftest.py), over every core.
 unit: bootstrap
 	$(BIN)/python -m pytest -n auto --dist worksteal -q -m "not slow and not soak"
 
