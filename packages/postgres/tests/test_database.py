@@ -13,7 +13,9 @@ from psycopg import sql
 from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments
 from ratatoskr.affect.postgres import open_postgres_affect_store
+from ratatoskr.affect.postgres.schema import migrations as affect_migrations
 from ratatoskr.memory.postgres import open_postgres_memory_store
+from ratatoskr.memory.postgres.schema import migrations as memory_migrations
 from ratatoskr.postgres import (
     ForeignDatabase,
     Pool,
@@ -52,7 +54,7 @@ def test_fresh_schema_records_migrations_and_dimension(
         sql.SQL("SELECT plane, version FROM {} ORDER BY version").format(
             _q(schema, "ratatoskr_schema")
         ),
-    ) == [("memory", 1), ("memory", 2)]
+    ) == [("memory", m.version) for m in memory_migrations(schema, 12)]
     assert _rows(
         pg_dsn, sql.SQL("SELECT key, value FROM {}").format(_q(schema, "ratatoskr_meta"))
     ) == [("embedding_dim", "12")]
@@ -89,7 +91,7 @@ def test_concurrent_opens_migrate_once(pg_dsn: str, schema: str) -> None:
             _q(schema, "ratatoskr_schema")
         ),
     )
-    assert rows == [("memory", 1), ("memory", 2)]
+    assert rows == [("memory", m.version) for m in memory_migrations(schema, 4)]
 
 
 def test_dimension_mismatch_is_refused_and_changes_nothing(
@@ -125,9 +127,10 @@ def test_schema_from_a_newer_release_is_refused(pg_dsn: str, pg_pool: Pool, sche
     open_postgres_affect_store(pg_pool, schema=schema).close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("INSERT INTO {} (plane, version, name) VALUES ('affect', 2, 'future')").format(
+            sql.SQL("INSERT INTO {} (plane, version, name) VALUES ('affect', %s, 'future')").format(
                 _q(schema, "ratatoskr_schema")
-            )
+            ),
+            (len(affect_migrations(schema)) + 1,),
         )
     with pytest.raises(SchemaTooNew):
         open_postgres_affect_store(pg_pool, schema=schema)

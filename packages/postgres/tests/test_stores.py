@@ -267,8 +267,9 @@ def test_tenant_search_is_an_index_only_scan_and_long_values_still_work(
         ).fetchone()
     assert indexed == (20,)
     probe = Vector(np.asarray(q, dtype=np.float32) / np.float32(np.linalg.norm(q)))
-    statement = store._search_sql(conjunctions({"tenant": short}, []))
-    plan = _plan(pg_pool, schema, statement, (probe, to_db(short), 21, 4, 1e-4))
+    conjs = conjunctions({"tenant": short}, [])
+    statement = store._search_sql(conjs)
+    plan = _plan(pg_pool, schema, statement, (*store._top_params(conjs, probe, 21), 4, 1e-4))
     assert f"Index Only Scan using {COVERING_INDEX}" in plan, plan
     # A union of tenants: member by member (each may take its index; at 100k a tenant's
     # is the covering one), and still exact.
@@ -284,9 +285,10 @@ def test_tenant_search_is_an_index_only_scan_and_long_values_still_work(
         ),
     )
     assert [r["chunk_id"] for r in got] == [r["id"] for r in everyone]
-    statement = store._search_sql(conjunctions({"tenant": long_}, []))
+    conjs = conjunctions({"tenant": long_}, [])
+    statement = store._search_sql(conjs)
     assert COVERING_INDEX not in _plan(
-        pg_pool, schema, statement, (probe, to_db(long_), 21, 4, 1e-4)
+        pg_pool, schema, statement, (*store._top_params(conjs, probe, 21), 4, 1e-4)
     )
 
 

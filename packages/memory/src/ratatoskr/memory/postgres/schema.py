@@ -85,8 +85,9 @@ COVERING_INDEX = f"{CHUNKS}_tenant_vectors"
 COVERED_TENANT_BYTES = 256
 # The largest dimension whose entry fits a btree (at most 2704 bytes on 8 KB pages):
 # an 8-byte tuple header, the tenant and a chunk id of at most 512 bytes (4-byte
-# varlena headers each), the vector (8 + 4 per dimension) and alignment slack.
-COVERED_DIM_MAX = (2704 - 8 - (4 + COVERED_TENANT_BYTES) - (4 + 512) - 8 - 24) // 4
+# varlena headers each), the vector (8 + 4 per dimension), the write time (8) and
+# alignment slack.
+COVERED_DIM_MAX = (2704 - 8 - (4 + COVERED_TENANT_BYTES) - (4 + 512) - 8 - 8 - 24) // 4
 
 
 def _table(schema: str, name: str) -> sql.Composed:
@@ -109,6 +110,7 @@ def migrations(schema: str, embedding_dim: int) -> list[Migration]:
         Migration(2, "tenant index covering chunk_id and embedding", _v2(schema, embedding_dim)),
         Migration(3, "per-tenant usage for quotas", _v3(schema)),
         Migration(4, "write-time index for retention", updated_at_index(_table(schema, CHUNKS))),
+        Migration(5, "tenant index covering the write time too", _v5(schema, embedding_dim)),
     ]
 
 
@@ -165,6 +167,29 @@ def _v2(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
                 t=_table(schema, CHUNKS),
                 n=sql.Literal(COVERED_TENANT_BYTES),
             )
+        )
+
+    return create
+
+
+def _v5(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
+    """Every read checks the write time (retention's ``LIVE_SQL``): without it in the
+    covering index a tenant's search could no longer be an index-only scan."""
+
+    def create(cur: Cursor[Any]) -> None:
+        t = _table(schema, CHUNKS)
+        cur.execute(
+            sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(
+                s=sql.Identifier(schema), i=sql.Identifier(COVERING_INDEX)
+            )
+        )
+        if dim > COVERED_DIM_MAX:
+            return  # an entry could exceed a btree's limit: inserts would fail
+        cur.execute(
+            sql.SQL(
+                "CREATE INDEX {i} ON {t} (tenant) INCLUDE (chunk_id, embedding, updated_at)"
+                " WHERE tenant IS NOT NULL AND octet_length(tenant) <= {n}"
+            ).format(i=sql.Identifier(COVERING_INDEX), t=t, n=sql.Literal(COVERED_TENANT_BYTES))
         )
 
     return create
