@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -134,8 +133,12 @@ def test_metrics_count_calls_replays_and_sizes(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_metrics_sum_over_workers(tmp_path: Path) -> None:
-    before = set(Path(tempfile.gettempdir()).glob("ratatoskr-metrics-*"))
-    server = start_server(["serve", "--workers", "2"], _env(tmp_path), tmp_path)
+    # The server's own temporary directory: other tests' servers (pytest-xdist) make
+    # metrics directories in the shared one at the same time.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    before = set(temp.glob("ratatoskr-metrics-*"))
+    server = start_server(["serve", "--workers", "2"], _env(tmp_path, TMPDIR=str(temp)), tmp_path)
     calls = 16
     try:
         deadline = time.monotonic() + 15
@@ -148,7 +151,7 @@ def test_metrics_sum_over_workers(tmp_path: Path) -> None:
                 assert _call(client, server.base_url, "search", args)[0].status_code == 200
         # each scrape is answered by either worker, and each sums both workers' files
         scrapes = [scrape(server.base_url) for _ in range(4)]
-        (made,) = set(Path(tempfile.gettempdir()).glob("ratatoskr-metrics-*")) - before
+        (made,) = set(temp.glob("ratatoskr-metrics-*")) - before
         writers = {f.stem.rsplit("_", 1)[-1] for f in made.glob("counter_*.db")}
     finally:
         _stop(server)

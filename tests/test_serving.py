@@ -127,8 +127,22 @@ def test_the_connection_cap_leaves_the_planes_their_files(caplog: pytest.LogCapt
 def test_connections_make_room_when_descriptors_near_the_limit() -> None:
     """Below the connection cap, a new socket numbered within 32 of the open-file limit
     still closes the connection that has waited longest (the planes' reader threads
-    may hold more files than the cap foresaw), so the client behind it is served."""
+    may hold more files than the cap foresaw), so the client behind it is served.
 
+    The limit is set from this process's descriptor table, which other threads of the
+    test process (pools, flushers of earlier tests under pytest-xdist) may change while
+    it runs: the scenario gets three tries, and fails if none holds."""
+    failures: list[BaseException] = []
+    for _ in range(3):
+        try:
+            _make_room_scenario()
+            return
+        except (AssertionError, httpx.HTTPError, TimeoutError, OSError) as exc:
+            failures.append(exc)
+    raise AssertionError(f"no try held: {failures!r}")
+
+
+def _make_room_scenario() -> None:
     async def app(scope: dict[str, object], receive: object, send: Any) -> None:
         if scope["type"] == "http":
             await send({"type": "http.response.start", "status": 200, "headers": []})
