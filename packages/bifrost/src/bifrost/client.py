@@ -52,8 +52,10 @@ from bifrost.context import DEFAULT_CONSUMER_ID
 from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
 from bifrost.httpclient import AsyncHttpClient, HttpResponse, SyncHttpClient
+from bifrost.memory.protocol import ScanArgs, Selection
 from bifrost.planes import WIRE_PLANES, plane_spec
 from bifrost.scope import validate_record_scope, validate_scope
+from bifrost.store_base import keywords
 
 __all__ = [
     "AsyncBifrostClient",
@@ -171,26 +173,6 @@ def _plane_matches_url(base_url: str, plane: str) -> None:
             f"plane={plane!r}, but the base URL ends in /{last}: pass plane={last!r}, "
             f"or the base URL ending in /{plane}"
         )
-
-
-def _scan_args(
-    scope_all: dict[str, str] | None,
-    scope_any: list[dict[str, str]] | None,
-    metadata_filter: dict[str, Any] | None,
-    limit: int | None,
-    after_id: str | None,
-    include: dict[str, bool] | None,
-) -> dict[str, Any]:
-    """``scan``'s args without the ones left at the server's default."""
-    given = {
-        "scope_all": scope_all,
-        "scope_any": scope_any,
-        "metadata_filter": metadata_filter,
-        "limit": limit,
-        "after_id": after_id,
-        "include": include,
-    }
-    return {name: value for name, value in given.items() if value is not None}
 
 
 def _next_after(page: Any) -> str | None:
@@ -347,24 +329,14 @@ class _Verbs(Generic[_R, _Http, _Transport]):
             args["metadata_filter"] = metadata_filter
         return self.call("search", args)
 
-    def scan(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-        after_id: str | None = None,
-        include: dict[str, bool] | None = None,
-    ) -> _R:
-        """One page of the memory plane's ``scan``: ``{"items": [...], "next_after_id":
-        str | None}``, records in ``chunk_id`` order after ``after_id``, always within
-        the grant. Pass ``next_after_id`` back as ``after_id`` for the next page
-        (``scan_all`` does)."""
-        return self.call(
-            "scan",
-            _scan_args(scope_all, scope_any, metadata_filter, limit, after_id, include),
-        )
+    def scan(self, **args: Unpack[ScanArgs]) -> _R:
+        """One page of the memory plane's ``scan`` (the keywords of
+        :class:`~bifrost.memory.protocol.ScanArgs`; those left None are not sent):
+        ``{"items": [...], "next_after_id": str | None}``, records in ``chunk_id``
+        order after ``after_id``, always within the grant. Pass ``next_after_id`` back
+        as ``after_id`` for the next page (``scan_all`` does)."""
+        given = keywords("scan", args, ScanArgs)
+        return self.call("scan", {name: v for name, v in given.items() if v is not None})
 
     def get(self, id_or_key: str) -> _R:
         return self.call("get", {self._spec.id_arg: id_or_key})
@@ -397,25 +369,16 @@ class BifrostClient(_Verbs[Any, SyncHttpClient, httpx.BaseTransport]):
     def scan_all(
         self,
         *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
         page_size: int | None = None,
         after_id: str | None = None,
-        include: dict[str, bool] | None = None,
+        **selection: Unpack[Selection],
     ) -> Iterator[dict[str, Any]]:
-        """Every record of the scan, page after page (``page_size`` records a call), in
-        ``chunk_id`` order: each page starts after the last id of the one before, so a
-        record that exists, unchanged and in scope, for the whole walk comes exactly once."""
+        """Every record of the scan of ``selection``, page after page (``page_size``
+        records a call), in ``chunk_id`` order: each page starts after the last id of
+        the one before, so a record that exists, unchanged and in scope, for the whole
+        walk comes exactly once."""
         while True:
-            page = self.scan(
-                scope_all=scope_all,
-                scope_any=scope_any,
-                metadata_filter=metadata_filter,
-                limit=page_size,
-                after_id=after_id,
-                include=include,
-            )
+            page = self.scan(limit=page_size, after_id=after_id, **selection)
             yield from page["items"]
             after_id = _next_after(page)
             if after_id is None:
@@ -447,23 +410,13 @@ class AsyncBifrostClient(_Verbs[Awaitable[Any], AsyncHttpClient, httpx.AsyncBase
     async def scan_all(
         self,
         *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
         page_size: int | None = None,
         after_id: str | None = None,
-        include: dict[str, bool] | None = None,
+        **selection: Unpack[Selection],
     ) -> AsyncIterator[dict[str, Any]]:
         """:meth:`BifrostClient.scan_all`, asynchronously (``async for``)."""
         while True:
-            page = await self.scan(
-                scope_all=scope_all,
-                scope_any=scope_any,
-                metadata_filter=metadata_filter,
-                limit=page_size,
-                after_id=after_id,
-                include=include,
-            )
+            page = await self.scan(limit=page_size, after_id=after_id, **selection)
             for item in page["items"]:
                 yield item
             after_id = _next_after(page)

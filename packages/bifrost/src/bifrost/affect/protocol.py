@@ -6,7 +6,8 @@ from __future__ import annotations
 import abc
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from functools import partial
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from bifrost.affect.validation import (
     HistoryQuery,
@@ -17,15 +18,16 @@ from bifrost.affect.validation import (
     validate_list,
     validate_put,
 )
-from bifrost.context import DispatchContext
 from bifrost.records import distinct_ids
-from bifrost.writes import WriteRequest, under_grant
+from bifrost.store_base import BatchWrites, PageArgs, ScopeArgs, WriteArgs, keywords
+from bifrost.writes import WriteRequest
 
 __all__ = [
     "AFFECT_CAPABILITIES",
     "AffectDataStore",
     "AffectReads",
     "AffectWrites",
+    "ListArgs",
     "affect_health",
 ]
 
@@ -41,6 +43,13 @@ AFFECT_CAPABILITIES: dict[str, Any] = {
 }
 
 
+class ListArgs(ScopeArgs, PageArgs, total=False):
+    """``list``'s keywords: the scope filter, the page size and ``after_key``, the
+    key the page starts after."""
+
+    after_key: str | None
+
+
 @runtime_checkable
 class AffectDataStore(Protocol):
     def describe_store(self) -> dict[str, Any]:
@@ -51,15 +60,7 @@ class AffectDataStore(Protocol):
         """``{"status": "ok", "plane": "affect", "max_batch", "max_page"}``."""
         ...
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
+    def put_many(self, records: _Items, **args: Unpack[WriteArgs]) -> dict[str, Any]:
         """``{"written": N, "replayed": bool}``."""
         ...
 
@@ -78,14 +79,7 @@ class AffectDataStore(Protocol):
         ``grant=`` (see ``bifrost.memory.protocol.MemoryDataStore.delete_many``)."""
         ...
 
-    def list(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        limit: int | None = None,
-        after_key: str | None = None,
-    ) -> dict[str, Any]:
+    def list(self, **args: Unpack[ListArgs]) -> dict[str, Any]:
         """``{"items": [by key ascending], "next_after_key": str | None}``."""
         ...
 
@@ -96,7 +90,7 @@ def affect_health(*, max_batch: int, max_page: int) -> dict[str, Any]:
     return {"status": "ok", "plane": "affect", "max_batch": max_batch, "max_page": max_page}
 
 
-class AffectWrites(abc.ABC):
+class AffectWrites(BatchWrites, abc.ABC):
     """``put_many`` for a store class, once: the protocol's signature and the
     validation into a :class:`~bifrost.writes.WriteRequest` (with the store's
     ``max_batch``), then the store's :meth:`perform_put`, which holds only what
@@ -104,18 +98,8 @@ class AffectWrites(abc.ABC):
     """
 
     max_batch: int
-    write_grant_in_transaction: ClassVar[bool] = True
-    """The store decides the grant itself (see :func:`bifrost.dispatch.guarded_write`)."""
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
+    def put_many(self, records: _Items, **args: Unpack[WriteArgs]) -> dict[str, Any]:
         """Append the next revision of every record's key, atomically and idempotently:
         ``{"written": N, "replayed": bool}``.
 
@@ -125,17 +109,8 @@ class AffectWrites(abc.ABC):
         other payload), RevisionMismatch (the first failing key of ``expected_revisions``,
         in its order); on any error nothing is written.
         """
-        request = under_grant(
-            validate_put(
-                records,
-                expected_revisions,
-                idempotency_key,
-                idempotency_class,
-                max_batch=self.max_batch,
-            ),
-            ctx.scope,
-        )
-        return self.perform_put(request, ctx.actor)
+        validate = partial(validate_put, max_batch=self.max_batch)
+        return self.write_batch("put_many", validate, self.perform_put, records, args)
 
     @abc.abstractmethod
     def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
@@ -183,23 +158,13 @@ class AffectReads(abc.ABC):
             validate_history(key, limit, before_revision, max_page=self.max_page)
         )
 
-    def list(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        limit: int | None = None,
-        after_key: str | None = None,
-    ) -> dict[str, Any]:
+    def list(self, **args: Unpack[ListArgs]) -> dict[str, Any]:
         """Current records in scope by key ascending, keyset-paged by ``after_key``:
         ``{"items", "next_after_key"}``. Raises InvalidArguments, InvalidFilter.
         """
         return self.perform_list(
             validate_list(
-                scope_all,
-                scope_any,
-                limit,
-                after_key,
+                **keywords("list", args, ListArgs),
                 max_page=self.max_page,
                 max_scope_any=self.max_scope_any,
             )

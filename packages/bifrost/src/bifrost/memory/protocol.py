@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from functools import partial
+from typing import Any, Protocol, Unpack, runtime_checkable
 
-from bifrost.context import DispatchContext
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
     DEFAULT_MAX_PAGE,
@@ -23,16 +23,43 @@ from bifrost.memory.validation import (
     validate_upsert,
 )
 from bifrost.records import distinct_ids
-from bifrost.writes import WriteRequest, under_grant
+from bifrost.store_base import BatchWrites, PageArgs, ScopeArgs, WriteArgs, keywords
+from bifrost.writes import WriteRequest
 
 __all__ = [
     "MemoryDataStore",
     "MemoryReads",
     "MemoryScan",
     "MemoryWrites",
+    "ScanArgs",
     "ScopeLookup",
+    "SearchArgs",
+    "Selection",
     "memory_health",
 ]
+
+
+class Selection(ScopeArgs, total=False):
+    """Which records a memory read covers and what it returns of each: the scope
+    filter, ``metadata_filter`` (only on the fields the store declares) and
+    ``include`` (``{"embedding": bool}``)."""
+
+    metadata_filter: dict[str, Any] | None
+    include: dict[str, Any] | None
+
+
+class SearchArgs(Selection, total=False):
+    """``search``'s keywords beyond ``top_k``; ``fidelity_target`` is accepted and
+    ignored (search is always exact)."""
+
+    fidelity_target: Any
+
+
+class ScanArgs(Selection, PageArgs, total=False):
+    """``scan``'s keywords: the selection, the page size and ``after_id``, the id
+    the page starts after."""
+
+    after_id: str | None
 
 
 @runtime_checkable
@@ -47,28 +74,14 @@ class MemoryDataStore(Protocol):
         ...
 
     def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
+        self, records: list[dict[str, Any]], **args: Unpack[WriteArgs]
     ) -> dict[str, Any]:
         """``{"upserted": N, "replayed": bool}``; raises InvalidArguments,
         IdempotencyConflict, RevisionMismatch (nothing written on any error)."""
         ...
 
     def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: Any = None,
+        self, vector: list[float], *, top_k: int, **args: Unpack[SearchArgs]
     ) -> list[dict[str, Any]]:
         """Rows ``{chunk, chunk_id, score, recalled_view, revision}``; raises
         InvalidArguments, InvalidFilter."""
@@ -105,16 +118,7 @@ class MemoryScan(Protocol):
     """A store that implements ``scan`` (memory-plane.md "Beyond v1"): the handshake
     advertises the verb only for such a store; any other answers UnsupportedVerb."""
 
-    def scan(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-        after_id: str | None = None,
-        include: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def scan(self, **args: Unpack[ScanArgs]) -> dict[str, Any]:
         """``{"items": [record + revision, …], "next_after_id": str | None}``; raises
         InvalidArguments, InvalidFilter."""
         ...
@@ -136,7 +140,7 @@ def memory_health(
     }
 
 
-class MemoryWrites(abc.ABC):
+class MemoryWrites(BatchWrites, abc.ABC):
     """``upsert_many`` for a store class, once: the protocol's signature and the
     validation into a :class:`~bifrost.writes.WriteRequest` (with the store's
     ``embedding_dim`` and ``max_batch``), then the store's :meth:`perform_upsert`,
@@ -145,17 +149,9 @@ class MemoryWrites(abc.ABC):
 
     embedding_dim: int
     max_batch: int
-    write_grant_in_transaction: ClassVar[bool] = True
-    """The store decides the grant itself (see :func:`bifrost.dispatch.guarded_write`)."""
 
     def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: DispatchContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
+        self, records: list[dict[str, Any]], **args: Unpack[WriteArgs]
     ) -> dict[str, Any]:
         """Store each chunk as the next revision of its id, atomically and idempotently:
         ``{"upserted": N, "replayed": bool}``.
@@ -166,18 +162,10 @@ class MemoryWrites(abc.ABC):
         first failing id of ``expected_revisions``, in its order); on any error
         nothing is written.
         """
-        request = under_grant(
-            validate_upsert(
-                records,
-                expected_revisions,
-                idempotency_key,
-                idempotency_class,
-                embedding_dim=self.embedding_dim,
-                max_batch=self.max_batch,
-            ),
-            ctx.scope,
+        validate = partial(
+            validate_upsert, embedding_dim=self.embedding_dim, max_batch=self.max_batch
         )
-        return self.perform_upsert(request, ctx.actor)
+        return self.write_batch("upsert_many", validate, self.perform_upsert, records, args)
 
     @abc.abstractmethod
     def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
@@ -206,15 +194,7 @@ class MemoryReads(abc.ABC):
         return StoreCapabilities(filterable_metadata_fields=list(self.filterable_fields)).to_dict()
 
     def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: Any = None,
+        self, vector: list[float], *, top_k: int, **args: Unpack[SearchArgs]
     ) -> list[dict[str, Any]]:
         """The exact ``top_k`` in-scope chunks by cosine, best first, ties by chunk_id:
         rows ``{chunk, chunk_id, score, recalled_view, revision}``.
@@ -222,32 +202,20 @@ class MemoryReads(abc.ABC):
         Raises InvalidArguments / InvalidFilter. ``fidelity_target`` is ignored:
         search is always exact.
         """
-        del fidelity_target
-        return self.perform_search(
-            validate_search(
-                vector,
-                top_k,
-                scope_all,
-                scope_any,
-                metadata_filter,
-                include,
-                embedding_dim=self.embedding_dim,
-                max_top_k=self.max_top_k,
-                max_scope_any=self.max_scope_any,
-                filterable=self.filterable_fields,
-            )
+        given = keywords("search", args, SearchArgs)
+        del given["fidelity_target"]
+        query = validate_search(
+            vector,
+            top_k,
+            **given,
+            embedding_dim=self.embedding_dim,
+            max_top_k=self.max_top_k,
+            max_scope_any=self.max_scope_any,
+            filterable=self.filterable_fields,
         )
+        return self.perform_search(query)
 
-    def scan(
-        self,
-        *,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-        after_id: str | None = None,
-        include: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def scan(self, **args: Unpack[ScanArgs]) -> dict[str, Any]:
         """One keyset page of the records in scope (and filter), ascending ``chunk_id``
         (code-point order) after ``after_id``: ``{"items": [record + revision, …],
         "next_after_id"}``, the last item's id when more follow, else None.
@@ -255,12 +223,7 @@ class MemoryReads(abc.ABC):
         Raises InvalidArguments / InvalidFilter.
         """
         query = validate_scan(
-            scope_all,
-            scope_any,
-            metadata_filter,
-            limit,
-            after_id,
-            include,
+            **keywords("scan", args, ScanArgs),
             max_page=self.max_page,
             max_scope_any=self.max_scope_any,
             filterable=self.filterable_fields,
