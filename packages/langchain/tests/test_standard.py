@@ -34,4 +34,4 @@ class TestLocalRatatoskrVectorStore(VectorStoreIntegrationTests):
 
     def test_local_dimension_is_the_embedders(self, tmp_path: Path) -> None:
         with RatatoskrVectorStore.local(tmp_path / "m.db", self.get_embeddings()) as local:
-            assert local._limits()["embedding_dim"] == DIM
+            assert local._run(local._limits())["embedding_dim"] == DIM

@@ -4,7 +4,8 @@ One store is one scope (a dict of lattice axes, e.g. ``{"tenant": "acme", "end_u
 "ada"}``): every record it writes carries that scope, every token it mints carries it
 as the grant, so reads see only records inside it. Over HTTP each call mints its own
 token from the Heimdall key (bifrost's :class:`~bifrost.client.BifrostClient`); the
-``async`` methods are native, over :class:`~bifrost.client.AsyncBifrostClient`.
+``async`` methods are native, over :class:`~bifrost.client.AsyncBifrostClient`: each
+operation is written once, as a plan both forms run (:mod:`langchain_ratatoskr.plans`).
 :meth:`RatatoskrVectorStore.local` opens a memory file in-process instead (no server).
 
 Scores are the plane's cosine similarity, higher is closer (1.0 identical, -1.0
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import numpy as np
 from langchain_core.documents import Document
@@ -32,11 +33,13 @@ from langchain_ratatoskr.calls import HttpCalls, LocalCalls, MemoryCalls
 from langchain_ratatoskr.filters import metadata_filter
 from langchain_ratatoskr.ids import IdNamespace
 from langchain_ratatoskr.limits import EmbeddingDimensionMismatch, check_dim, parts, unique
+from langchain_ratatoskr.plans import Call, Embed, Plan, arun, run
 from langchain_ratatoskr.records import chunk_ids, to_document, to_records
 
 __all__ = ["EmbeddingDimensionMismatch", "RatatoskrVectorStore"]
 
 Scored = list[tuple[Document, float]]
+T = TypeVar("T")
 
 
 class RatatoskrVectorStore(VectorStore):
@@ -157,15 +160,7 @@ class RatatoskrVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[str]:
         """Embed and upsert ``texts`` (an existing id is replaced); returns their ids."""
-        _no_options(kwargs, "add_texts")
-        texts = list(texts)
-        ids_out = chunk_ids(self._ids, texts, metadatas, ids)
-        if not texts:
-            return []
-        vectors = self.embedding.embed_documents(texts)
-        for records in self._batches(ids_out, texts, vectors, metadatas, self._limits()):
-            self._calls.call("upsert_many", {"records": records})
-        return [self._ids.doc_id(c) for c in ids_out]
+        return self._run(self._add(texts, metadatas, ids, kwargs, "add_texts"))
 
     async def aadd_texts(
         self,
@@ -175,66 +170,55 @@ class RatatoskrVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        _no_options(kwargs, "aadd_texts")
+        return await self._arun(self._add(texts, metadatas, ids, kwargs, "aadd_texts"))
+
+    def _add(
+        self,
+        texts: Iterable[str],
+        metadatas: Sequence[Mapping[str, Any]] | None,
+        ids: list[str] | None,
+        kwargs: Mapping[str, Any],
+        verb: str,
+    ) -> Plan[list[str]]:
+        """Embed, then upsert in batches the plane takes (``max_batch``); raises
+        EmbeddingDimensionMismatch before anything is sent."""
+        _no_options(kwargs, verb)
         texts = list(texts)
         ids_out = chunk_ids(self._ids, texts, metadatas, ids)
         if not texts:
             return []
-        vectors = await self.embedding.aembed_documents(texts)
-        for records in self._batches(ids_out, texts, vectors, metadatas, await self._alimits()):
-            await self._calls.acall("upsert_many", {"records": records})
-        return [self._ids.doc_id(c) for c in ids_out]
-
-    def _batches(
-        self,
-        ids: list[str],
-        texts: list[str],
-        vectors: Sequence[Sequence[float]],
-        metadatas: Sequence[Mapping[str, Any]] | None,
-        limits: Mapping[str, Any],
-    ) -> list[list[dict[str, Any]]]:
-        """The records, in batches the plane takes (``max_batch``); raises
-        EmbeddingDimensionMismatch before anything is sent."""
+        vectors = yield Embed(texts)
+        limits = yield from self._limits()
         for vector in vectors:
             check_dim(len(vector), limits)
-        records = to_records(self.scope, ids, texts, vectors, metadatas)
-        return parts(records, limits)
+        for records in parts(to_records(self.scope, ids_out, texts, vectors, metadatas), limits):
+            yield Call("upsert_many", {"records": records})
+        return [self._ids.doc_id(c) for c in ids_out]
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete ``ids`` (absent ones are ignored); ``None``: every record this store
         wrote under its scope (records other clients wrote there stay)."""
-        _no_options(kwargs, "delete")
-        limits = self._limits()
-        if ids is None:
-            after: str | None = None
-            while True:
-                page = self._calls.call("scan", self._scan_args(after, limits))
-                self._delete_chunks([str(r["id"]) for r in page["items"]], limits)
-                if (after := page["next_after_id"]) is None:
-                    return True
-        self._delete_chunks([self._ids.chunk_id(i) for i in ids], limits)
-        return True
-
-    def _delete_chunks(self, chunk_ids: list[str], limits: Mapping[str, Any]) -> None:
-        for part in parts([c for c in chunk_ids if self._ids.owns(c)], limits):
-            self._calls.call("delete_many", {"ids": part})
+        return self._run(self._delete(ids, kwargs, "delete"))
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
-        _no_options(kwargs, "adelete")
-        limits = await self._alimits()
+        return await self._arun(self._delete(ids, kwargs, "adelete"))
+
+    def _delete(self, ids: list[str] | None, kwargs: Mapping[str, Any], verb: str) -> Plan[bool]:
+        _no_options(kwargs, verb)
+        limits = yield from self._limits()
         if ids is None:
             after: str | None = None
             while True:
-                page = await self._calls.acall("scan", self._scan_args(after, limits))
-                await self._adelete_chunks([str(r["id"]) for r in page["items"]], limits)
+                page = yield Call("scan", self._scan_args(after, limits))
+                yield from self._delete_chunks([str(r["id"]) for r in page["items"]], limits)
                 if (after := page["next_after_id"]) is None:
                     return True
-        await self._adelete_chunks([self._ids.chunk_id(i) for i in ids], limits)
+        yield from self._delete_chunks([self._ids.chunk_id(i) for i in ids], limits)
         return True
 
-    async def _adelete_chunks(self, chunk_ids: list[str], limits: Mapping[str, Any]) -> None:
+    def _delete_chunks(self, chunk_ids: list[str], limits: Mapping[str, Any]) -> Plan[None]:
         for part in parts([c for c in chunk_ids if self._ids.owns(c)], limits):
-            await self._calls.acall("delete_many", {"ids": part})
+            yield Call("delete_many", {"ids": part})
 
     def _scan_args(self, after: str | None, limits: Mapping[str, Any]) -> dict[str, Any]:
         args: dict[str, Any] = {
@@ -249,18 +233,16 @@ class RatatoskrVectorStore(VectorStore):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The documents of ``ids`` that exist, in the order asked (each once)."""
-        limits = self._limits()
-        found: list[Document] = []
-        for part in parts(unique(self._ids.chunk_id(i) for i in ids), limits):
-            rows = self._calls.call("get_many", {"ids": part})
-            found += [to_document(self._ids, r) for r in rows]
-        return found
+        return self._run(self._get(ids))
 
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        limits = await self._alimits()
+        return await self._arun(self._get(ids))
+
+    def _get(self, ids: Sequence[str]) -> Plan[list[Document]]:
+        limits = yield from self._limits()
         found: list[Document] = []
         for part in parts(unique(self._ids.chunk_id(i) for i in ids), limits):
-            rows = await self._calls.acall("get_many", {"ids": part})
+            rows = yield Call("get_many", {"ids": part})
             found += [to_document(self._ids, r) for r in rows]
         return found
 
@@ -317,8 +299,7 @@ class RatatoskrVectorStore(VectorStore):
         **kwargs: Any,
     ) -> Scored:
         """``(document, cosine similarity)`` pairs closest to ``embedding``."""
-        args = self._search_args(embedding, k, filter, kwargs, self._limits(), vectors=False)
-        return self._scored(self._calls.call("search", args))
+        return self._run(self._search(embedding, k, filter, kwargs))
 
     async def asimilarity_search_with_score_by_vector(
         self,
@@ -327,9 +308,18 @@ class RatatoskrVectorStore(VectorStore):
         filter: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Scored:
-        limits = await self._alimits()
-        args = self._search_args(embedding, k, filter, kwargs, limits, vectors=False)
-        return self._scored(await self._calls.acall("search", args))
+        return await self._arun(self._search(embedding, k, filter, kwargs))
+
+    def _search(
+        self,
+        vector: Sequence[float],
+        k: int,
+        filter: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> Plan[Scored]:
+        limits = yield from self._limits()
+        rows = yield Call("search", self._search_args(vector, k, filter, kwargs, limits, False))
+        return [(to_document(self._ids, row["chunk"]), float(row["score"])) for row in rows]
 
     def max_marginal_relevance_search(
         self,
@@ -370,8 +360,7 @@ class RatatoskrVectorStore(VectorStore):
         filter: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        args = self._search_args(embedding, fetch_k, filter, kwargs, self._limits(), vectors=True)
-        return self._mmr(embedding, self._calls.call("search", args), k, lambda_mult)
+        return self._run(self._mmr(embedding, k, fetch_k, lambda_mult, filter, kwargs))
 
     async def amax_marginal_relevance_search_by_vector(
         self,
@@ -382,9 +371,7 @@ class RatatoskrVectorStore(VectorStore):
         filter: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        limits = await self._alimits()
-        args = self._search_args(embedding, fetch_k, filter, kwargs, limits, vectors=True)
-        return self._mmr(embedding, await self._calls.acall("search", args), k, lambda_mult)
+        return await self._arun(self._mmr(embedding, k, fetch_k, lambda_mult, filter, kwargs))
 
     def _search_args(
         self,
@@ -393,7 +380,6 @@ class RatatoskrVectorStore(VectorStore):
         filter: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
         limits: Mapping[str, Any],
-        *,
         vectors: bool,
     ) -> dict[str, Any]:
         _no_options(kwargs, "search")
@@ -410,16 +396,23 @@ class RatatoskrVectorStore(VectorStore):
             args["metadata_filter"] = where
         return args
 
-    def _scored(self, rows: list[dict[str, Any]]) -> Scored:
-        return [(to_document(self._ids, row["chunk"]), float(row["score"])) for row in rows]
-
     def _mmr(
-        self, query: Sequence[float], rows: list[dict[str, Any]], k: int, lambda_mult: float
-    ) -> list[Document]:
+        self,
+        vector: Sequence[float],
+        k: int,
+        fetch_k: int,
+        lambda_mult: float,
+        filter: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> Plan[list[Document]]:
+        limits = yield from self._limits()
+        rows = yield Call(
+            "search", self._search_args(vector, fetch_k, filter, kwargs, limits, True)
+        )
         if not rows:
             return []
         picked = maximal_marginal_relevance(
-            np.asarray(query, dtype=np.float64),
+            np.asarray(vector, dtype=np.float64),
             [row["chunk"]["embedding"] for row in rows],
             lambda_mult=lambda_mult,
             k=k,
@@ -459,16 +452,17 @@ class RatatoskrVectorStore(VectorStore):
 
     # -- the plane's limits -----------------------------------------------------------------
 
-    def _limits(self) -> dict[str, Any]:
+    def _limits(self) -> Plan[dict[str, Any]]:
         """The plane's ``health`` (dimension, batch, top_k and page limits), read once."""
         if self._health is None:
-            self._health = dict(self._calls.call("health", {}))
+            self._health = dict((yield Call("health", {})))
         return self._health
 
-    async def _alimits(self) -> dict[str, Any]:
-        if self._health is None:
-            self._health = dict(await self._calls.acall("health", {}))
-        return self._health
+    def _run(self, plan: Plan[T]) -> T:
+        return run(plan, self._calls, self.embedding)
+
+    async def _arun(self, plan: Plan[T]) -> T:
+        return await arun(plan, self._calls, self.embedding)
 
 
 def _cosine_to_relevance(score: float) -> float:
