@@ -228,10 +228,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return _start(args)
-    except McpConfigError as exc:
-        print(f"ratatoskr mcp: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except EmbedderError as exc:
+    except (McpConfigError, EmbedderError) as exc:
         print(f"ratatoskr mcp: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except BifrostError as exc:

@@ -247,26 +247,34 @@ def cmd_forget(args: argparse.Namespace) -> int:
     )
 
 
-def _forget_command(sub: Any) -> None:
-    forget = sub.add_parser(
-        "forget",
-        help="erase every record of a scope, e.g. one end user (beside a running provider)",
-        description="Erase every chunk and every affect key (with its whole history) whose "
-        "scope contains the given axes. SQLite: no byte of them is left in the plane's files "
-        "when it returns. PostgreSQL: dead rows until VACUUM (see --vacuum-full).",
-    )
-    forget.add_argument(
-        "--scope", required=True, help='axes the records\' scope holds, e.g. \'{"end_user": "u1"}\''
-    )
-    forget.add_argument("--plane", choices=["all", *FORGET_PLANES], default="all")
-    forget.add_argument("--dry-run", action="store_true", help="count only, erase nothing")
-    forget.add_argument(
-        "--vacuum-full",
-        action="store_true",
-        help="PostgreSQL: VACUUM FULL the plane's tables afterwards (locks them while it runs)",
-    )
-    forget.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    forget.set_defaults(func=cmd_forget)
+_DEV_DATA = "the --dev databases in var/"
+Option = tuple[tuple[str, ...], dict[str, Any]]
+
+
+def _opt(*flags: str, **settings: Any) -> Option:
+    """One ``add_argument`` call, as data."""
+    return flags, settings
+
+
+_ALL_PLANES = _opt("--plane", choices=["all", *PLANES], default="all")
+_ONE_PLANE = _opt("--plane", choices=PLANES, required=True, help="memory or affect")
+
+
+def _command(
+    sub: Any,
+    name: str,
+    run: Any,
+    *options: Option,
+    dev: str | None = _DEV_DATA,
+    **about: str,
+) -> None:
+    """The subcommand ``name`` (``about``: its help and description): its ``options``,
+    then ``--dev`` (``dev``: its help); ``run`` runs it."""
+    command = sub.add_parser(name, **about)
+    for flags, settings in options:
+        command.add_argument(*flags, **settings)
+    command.add_argument("--dev", action="store_true", help=dev)
+    command.set_defaults(func=run)
 
 
 def _mcp_command(sub: Any) -> None:
@@ -289,26 +297,124 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--workers", type=int, help="overrides RATATOSKR_WORKERS")
 
 
-def _portability_commands(sub: Any) -> None:
-    """``export`` and ``import``."""
-    export = sub.add_parser(
+def _token_command(sub: Any) -> None:
+    _command(
+        sub,
+        "token",
+        cmd_token,
+        _opt("--plane", choices=TOKEN_PLANES, required=True),
+        _opt("--verb", required=True, help="the body's verb (e.g. search)"),
+        _opt("--body", required=True, help="file holding the exact body ('-': stdin)"),
+        _opt("--actor", default="dev", help="the `sub` claim"),
+        _opt(
+            "--scope",
+            default="{}",
+            help="the grant, a JSON object of scope axes (end_user, group, tenant, agent_self), "
+            'e.g. \'{"tenant": "acme"}\'; the default {} restricts nothing: the token reaches '
+            "every tenant's records",
+        ),
+        _opt(
+            "--lifetime",
+            type=int,
+            default=60,
+            help="seconds, 1 to RATATOSKR_TOKEN_MAX_LIFETIME_S (300 by default)",
+        ),
+        dev="use the development key",
+        help="mint a per-dispatch token for a request body",
+    )
+
+
+def _operator_commands(sub: Any) -> None:
+    """``doctor``, ``backup``, ``restore``, ``stats`` and ``compact``."""
+    _command(
+        sub,
+        "doctor",
+        cmd_doctor,
+        _ALL_PLANES,
+        dev=None,
+        help="check driver, extension, databases and keys",
+    )
+    _command(
+        sub,
+        "backup",
+        cmd_backup,
+        _ONE_PLANE,
+        _opt("--to", required=True, metavar="FILE", help="the copy (created 0600)"),
+        _opt("--overwrite", action="store_true", help="replace FILE if it exists"),
+        help="a verified online copy of a plane's database",
+    )
+    _command(
+        sub,
+        "restore",
+        cmd_restore,
+        _ONE_PLANE,
+        _opt("--from", dest="source", required=True, metavar="FILE"),
+        help="replace a plane's database with a backup",
+    )
+    _command(
+        sub,
+        "stats",
+        cmd_stats,
+        _ALL_PLANES,
+        _opt("--json", action="store_true", help="one JSON object"),
+        help="rows, ledger, tombstones and sizes per plane",
+    )
+    _command(
+        sub,
+        "compact",
+        cmd_compact,
+        _ALL_PLANES,
+        _opt("--full", action="store_true", help="SQLite: one VACUUM, not steps"),
+        _opt(
+            "--no-vectors",
+            action="store_true",
+            help="memory: free pages only, no vector-table rebuild (writers never wait long)",
+        ),
+        help="give freed pages back (beside a running provider)",
+        description="A SQLite plane: give its file's free pages back to the filesystem. A "
+        "PostgreSQL plane: VACUUM (ANALYZE) of its schema's tables (dead rows' space made "
+        "reusable, statistics refreshed; files are not shrunk: that is VACUUM FULL, which "
+        "locks each table).",
+    )
+
+
+def _data_commands(sub: Any) -> None:
+    """``export``, ``import`` and ``forget``."""
+    _command(
+        sub,
         "export",
+        cmd_export,
+        _opt("--plane", choices=PORTABLE_PLANES, required=True),
+        _opt("--to", required=True, metavar="FILE", help="the file (created 0600), '-': stdout"),
+        _opt(
+            "--scope", help='only records whose scope holds these axes, e.g. \'{"end_user": "u1"}\''
+        ),
         help="a plane's records as JSON Lines (beside a running provider)",
         description="Write every chunk (memory: the record as written, its revision and write "
         "time) or every key (affect: its whole history) as JSON Lines after one header line, "
         "in id order. Moving to PostgreSQL: export, then import with the DSN configured.",
     )
-    export.add_argument("--plane", choices=PORTABLE_PLANES, required=True)
-    export.add_argument(
-        "--to", required=True, metavar="FILE", help="the file (created 0600), '-': stdout"
-    )
-    export.add_argument(
-        "--scope", help='only records whose scope holds these axes, e.g. \'{"end_user": "u1"}\''
-    )
-    export.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    export.set_defaults(func=cmd_export)
-    import_ = sub.add_parser(
+    _command(
+        sub,
         "import",
+        cmd_import,
+        _opt("--plane", choices=PORTABLE_PLANES, required=True),
+        _opt("--from", dest="source", required=True, metavar="FILE", help="'-': stdin"),
+        _opt(
+            "--on-conflict",
+            choices=ON_CONFLICT,
+            default="fail",
+            help="a different record held under an imported id: fail (the default: that batch "
+            "is refused and the import stops), skip (keep it), replace (overwrite it, numbered "
+            "above the revision it overwrites)",
+        ),
+        _opt(
+            "--allow-scope-change",
+            action="store_true",
+            help="let --on-conflict replace move a held record to the scope the file gives it "
+            "(another tenant, end user, ...); without it such a batch is refused and the "
+            "import stops",
+        ),
         help="load an export into the configured store (safe to run again)",
         description="Check the whole file first (nothing is written on a refusal), then write "
         "it in atomic batches, keeping revisions, write times and histories; records already "
@@ -316,25 +422,27 @@ def _portability_commands(sub: Any) -> None:
         "operator's action: it bypasses every tenant's grant and quota, so import only files "
         "you trust.",
     )
-    import_.add_argument("--plane", choices=PORTABLE_PLANES, required=True)
-    import_.add_argument("--from", dest="source", required=True, metavar="FILE", help="'-': stdin")
-    import_.add_argument(
-        "--on-conflict",
-        choices=ON_CONFLICT,
-        default="fail",
-        help="a different record held under an imported id: fail (the default: that batch is "
-        "refused and the import stops), skip (keep it), replace (overwrite it, numbered above "
-        "the revision it overwrites)",
+    _command(
+        sub,
+        "forget",
+        cmd_forget,
+        _opt(
+            "--scope",
+            required=True,
+            help='axes the records\' scope holds, e.g. \'{"end_user": "u1"}\'',
+        ),
+        _opt("--plane", choices=["all", *FORGET_PLANES], default="all"),
+        _opt("--dry-run", action="store_true", help="count only, erase nothing"),
+        _opt(
+            "--vacuum-full",
+            action="store_true",
+            help="PostgreSQL: VACUUM FULL the plane's tables afterwards (locks them while it runs)",
+        ),
+        help="erase every record of a scope, e.g. one end user (beside a running provider)",
+        description="Erase every chunk and every affect key (with its whole history) whose "
+        "scope contains the given axes. SQLite: no byte of them is left in the plane's files "
+        "when it returns. PostgreSQL: dead rows until VACUUM (see --vacuum-full).",
     )
-    import_.add_argument(
-        "--allow-scope-change",
-        action="store_true",
-        help="let --on-conflict replace move a held record to the scope the file gives it "
-        "(another tenant, end user, ...); without it such a batch is refused and the import "
-        "stops",
-    )
-    import_.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    import_.set_defaults(func=cmd_import)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -345,65 +453,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--plane", choices=["all", *PLANES], default="all")
     _serve_options(serve)
     serve.set_defaults(func=cmd_serve)
-    token = sub.add_parser("token", help="mint a per-dispatch token for a request body")
-    token.add_argument("--plane", choices=TOKEN_PLANES, required=True)
-    token.add_argument("--verb", required=True, help="the body's verb (e.g. search)")
-    token.add_argument("--body", required=True, help="file holding the exact body ('-': stdin)")
-    token.add_argument("--actor", default="dev", help="the `sub` claim")
-    token.add_argument(
-        "--scope",
-        default="{}",
-        help="the grant, a JSON object of scope axes (end_user, group, tenant, agent_self), "
-        'e.g. \'{"tenant": "acme"}\'; the default {} restricts nothing: the token reaches '
-        "every tenant's records",
-    )
-    token.add_argument(
-        "--lifetime",
-        type=int,
-        default=60,
-        help="seconds, 1 to RATATOSKR_TOKEN_MAX_LIFETIME_S (300 by default)",
-    )
-    token.add_argument("--dev", action="store_true", help="use the development key")
-    token.set_defaults(func=cmd_token)
-    doctor = sub.add_parser("doctor", help="check driver, extension, databases and keys")
-    doctor.add_argument("--plane", choices=["all", *PLANES], default="all")
-    doctor.add_argument("--dev", action="store_true")
-    doctor.set_defaults(func=cmd_doctor)
-    backup = sub.add_parser("backup", help="a verified online copy of a plane's database")
-    backup.add_argument("--plane", choices=PLANES, required=True, help="memory or affect")
-    backup.add_argument("--to", required=True, metavar="FILE", help="the copy (created 0600)")
-    backup.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
-    backup.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    backup.set_defaults(func=cmd_backup)
-    restore = sub.add_parser("restore", help="replace a plane's database with a backup")
-    restore.add_argument("--plane", choices=PLANES, required=True, help="memory or affect")
-    restore.add_argument("--from", dest="source", required=True, metavar="FILE")
-    restore.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    restore.set_defaults(func=cmd_restore)
-    stats = sub.add_parser("stats", help="rows, ledger, tombstones and sizes per plane")
-    stats.add_argument("--plane", choices=["all", *PLANES], default="all")
-    stats.add_argument("--json", action="store_true", help="one JSON object")
-    stats.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    stats.set_defaults(func=cmd_stats)
-    compact = sub.add_parser(
-        "compact",
-        help="give freed pages back (beside a running provider)",
-        description="A SQLite plane: give its file's free pages back to the filesystem. A "
-        "PostgreSQL plane: VACUUM (ANALYZE) of its schema's tables (dead rows' space made "
-        "reusable, statistics refreshed; files are not shrunk: that is VACUUM FULL, which "
-        "locks each table).",
-    )
-    compact.add_argument("--plane", choices=["all", *PLANES], default="all")
-    compact.add_argument("--full", action="store_true", help="SQLite: one VACUUM, not steps")
-    compact.add_argument(
-        "--no-vectors",
-        action="store_true",
-        help="memory: free pages only, no vector-table rebuild (writers never wait long)",
-    )
-    compact.add_argument("--dev", action="store_true", help="the --dev databases in var/")
-    compact.set_defaults(func=cmd_compact)
-    _portability_commands(sub)
-    _forget_command(sub)
+    _token_command(sub)
+    _operator_commands(sub)
+    _data_commands(sub)
     _mcp_command(sub)
     return p
 

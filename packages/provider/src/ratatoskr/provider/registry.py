@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from starlette.applications import Starlette
@@ -313,50 +313,61 @@ def _on_postgres(
     return open_
 
 
-_MEMORY: PlaneEntry[MemoryStore] = PlaneEntry(
-    name="memory",
-    db_field="memory_db",
-    key=Key.HEIMDALL,
-    open_file=lambda path, s: open_memory_store(path, options=_file(s), **_memory_limits(s)),
-    postgres=PostgresBackend(
-        "ratatoskr_memory",
-        _on_postgres(
-            lambda pool, schema, s: open_postgres_memory_store(
-                pool, schema=schema, **_memory_limits(s)
-            ),
-            lambda s: s.memory_read_db,
+B = TypeVar("B", bound=MemoryStore | AffectStore)
+
+
+def _bifrost_entry(
+    wire: PlaneSpec[Any],
+    open_file: Callable[[str, Settings], B],
+    open_postgres: Callable[[pg.Pool, str, Settings], PostgresMemoryStore | PostgresAffectStore],
+    read_dsn: Callable[[Settings], str | None],
+    newest_version: Callable[[Settings], int],
+) -> PlaneEntry[B]:
+    """A Bifrost plane (``wire``) as every one is served: its database in the
+    ``<name>_db`` setting, guarded by the Heimdall key, bifrost's keyed app, read
+    through by /readyz, and on PostgreSQL in schema ``ratatoskr_<name>`` with the
+    read replica ``read_dsn`` names."""
+    return PlaneEntry(
+        name=wire.name,
+        db_field=f"{wire.name}_db",
+        key=Key.HEIMDALL,
+        open_file=open_file,
+        postgres=PostgresBackend(f"ratatoskr_{wire.name}", _on_postgres(open_postgres, read_dsn)),
+        build_app=bifrost_plane_app(wire),
+        newest_version=newest_version,
+        read=_read_through,
+        wire=wire,
+    )
+
+
+def _open_memory_file(path: str, s: Settings) -> MemoryStore:
+    return open_memory_store(path, options=_file(s), **_memory_limits(s))
+
+
+_MEMORY: PlaneEntry[MemoryStore] = replace(
+    _bifrost_entry(
+        MEMORY_PLANE,
+        _open_memory_file,
+        lambda pool, schema, s: open_postgres_memory_store(
+            pool, schema=schema, **_memory_limits(s)
         ),
+        lambda s: s.memory_read_db,
+        lambda s: len(memory_schema.migrations(s.memory_embedding_dim)),
     ),
-    build_app=bifrost_plane_app(MEMORY_PLANE),
-    newest_version=lambda s: len(memory_schema.migrations(s.memory_embedding_dim)),
-    read=_read_through,
     fixed=FixedSetting("embedding_dim", "memory_embedding_dim", lambda s: s.memory_embedding_dim),
     count=_chunk_count,
     # sqlite-vec never reuses a deleted vector's slot: the vector table is rebuilt first.
     compact_file=lambda path, full, vectors: compact_memory_file(path, full=full, vectors=vectors),
-    wire=MEMORY_PLANE,
     beside=(INDEX_SUFFIX,),
     probe=lambda conn, s: _index_cache(conn, s.memory_embedding_dim),
 )
 
-_AFFECT: PlaneEntry[AffectStore] = PlaneEntry(
-    name="affect",
-    db_field="affect_db",
-    key=Key.HEIMDALL,
-    open_file=lambda path, s: open_affect_store(path, options=_file(s), **_affect_limits(s)),
-    postgres=PostgresBackend(
-        "ratatoskr_affect",
-        _on_postgres(
-            lambda pool, schema, s: open_postgres_affect_store(
-                pool, schema=schema, **_affect_limits(s)
-            ),
-            lambda s: s.affect_read_db,
-        ),
-    ),
-    build_app=bifrost_plane_app(AFFECT_PLANE),
-    newest_version=lambda s: len(affect_schema.MIGRATIONS),
-    read=_read_through,
-    wire=AFFECT_PLANE,
+_AFFECT: PlaneEntry[AffectStore] = _bifrost_entry(
+    AFFECT_PLANE,
+    lambda path, s: open_affect_store(path, options=_file(s), **_affect_limits(s)),
+    lambda pool, schema, s: open_postgres_affect_store(pool, schema=schema, **_affect_limits(s)),
+    lambda s: s.affect_read_db,
+    lambda s: len(affect_schema.MIGRATIONS),
 )
 
 _VMP: PlaneEntry[VmpStore] = PlaneEntry(
