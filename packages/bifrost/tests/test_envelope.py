@@ -185,6 +185,31 @@ def test_big_integers_and_colons_stay_exact(body: bytes, expected: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        [0.25] * 383 + [2**70],  # an embedding-sized list hiding an integer past 64 bits
+        [5e18] * 16,  # its norm passes 2**63 while no element does
+        [1.5, -(2**64), "x:y"],
+        {"e": [0.5, 2**65], "k": [[1.0, 2**66]]},
+    ],
+)
+def test_number_lists_keep_big_integers_exact(value: Any) -> None:
+    body = json.dumps(value).encode()
+    got = decode_json(body)
+    assert got == value
+    assert json.dumps(got) == json.dumps(value)
+
+
+@pytest.mark.parametrize("inner", [b"1.0", b"null", b'"a:b"'])
+def test_nesting_limit_holds_through_number_lists(inner: bytes) -> None:
+    ok = b"[" * (MAX_DEPTH - 1) + b"[0.5," + inner + b"]" + b"]" * (MAX_DEPTH - 1)
+    assert decode_json(ok) is not None
+    deep = b"[" * MAX_DEPTH + b"[0.5," + inner + b"]" + b"]" * MAX_DEPTH
+    with pytest.raises(MalformedEnvelope, match="deeper"):
+        decode_json(deep)
+
+
 def test_parse_bomb_refused_before_parsing_and_fast() -> None:
     items = b",".join([b"{}"] * 2_000_000)
     body = b'{"wire_version":"0.6","call_id":"c","verb":"get","args":{"x":[' + items + b"]}}"

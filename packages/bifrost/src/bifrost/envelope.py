@@ -187,6 +187,59 @@ def _check_str(s: str) -> None:
             raise MalformedEnvelope("body contains an unpaired surrogate escape") from None
 
 
+def _orjson_tally(root: Any) -> tuple[int, int, bool]:
+    """What :func:`_fast_decode` needs of a tree orjson parsed: the object keys it
+    holds, the colons inside its strings (keys included) and whether a float is as
+    large as an integer orjson read beyond 64 bits; nesting deeper than
+    :data:`MAX_DEPTH` raises.
+
+    orjson already refused what else :func:`_check_tree` looks for (lone surrogates,
+    non-finite numbers), so only these are counted. Level by level (no recursion, no
+    tuple per node): every string is gathered and their colons counted in one pass
+    over their join, and a list of numbers (an embedding) is judged by its norm
+    alone — ``hypot`` is at least the largest magnitude, so below the limit every
+    element is; a list of anything else (a string, a container, null) makes
+    ``hypot`` raise and is walked."""
+    keys = 0
+    strings: list[str] = []
+    big = False
+    kind = type(root)
+    level: list[Any] = [root] if kind is dict or kind is list else []
+    if kind is str:
+        strings.append(root)
+    elif kind is float and not -_INT64_LIMIT < root < _INT64_LIMIT:
+        big = True
+    depth = 1
+    while level:
+        if depth > MAX_DEPTH:
+            raise MalformedEnvelope(f"body nests deeper than {MAX_DEPTH}")
+        below: list[Any] = []
+        for node in level:
+            values: Any
+            if type(node) is dict:
+                keys += len(node)
+                strings.extend(node)
+                values = node.values()
+            else:
+                try:
+                    if math.hypot(*node) < _INT64_LIMIT:
+                        continue
+                except TypeError:
+                    pass
+                values = node
+            for value in values:
+                kind = type(value)
+                if kind is str:
+                    strings.append(value)
+                elif kind is dict or kind is list:
+                    below.append(value)
+                elif kind is float and not -_INT64_LIMIT < value < _INT64_LIMIT:
+                    big = True
+        level = below
+        depth += 1
+    return keys, "".join(strings).count(":"), big
+
+
 def _fast_decode(body: bytes) -> Any:
     """orjson's parse when it provably equals the strict one, else None.
 
@@ -204,9 +257,8 @@ def _fast_decode(body: bytes) -> Any:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None  # the strict parser says precisely what is wrong
-    tally = _Tally()
-    _check_tree(value, tally)
-    if tally.big_float or b"\\u003" in body or body.count(b":") != tally.keys + tally.colons:
+    keys, colons, big = _orjson_tally(value)
+    if big or b"\\u003" in body or body.count(b":") != keys + colons:
         return None
     return value
 
