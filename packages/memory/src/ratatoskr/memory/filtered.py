@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -75,6 +75,14 @@ def _exact_float(value: int) -> float | None:
     except OverflowError:
         return None
     return f if f == value else None
+
+
+class _Slice(NamedTuple):
+    """One field's columns at the rows a condition is evaluated on."""
+
+    kind: npt.NDArray[np.int8]
+    num: npt.NDArray[np.float64]
+    code: npt.NDArray[np.int32]
 
 
 class FilterColumns:
@@ -152,37 +160,31 @@ class FilterColumns:
         i = self.fields.index(cond.field)
         meta = self._meta[cond.field]
         kind_col, num_col, code_col, obj_col = self._columns(i)
-        kind = kind_col[rows]
-        num = num_col[rows]
-        code = code_col[rows]
+        cols = _Slice(kind_col[rows], num_col[rows], code_col[rows])
+        kind = cols.kind
         mask = np.ones(rows.size, dtype=bool)
         for op, operand in cond.ops:
             if op == "$eq":
-                mask &= self._eq(meta, kind, num, code, operand)
+                mask &= self._eq(meta, cols, operand)
             elif op == "$ne":
-                mask &= ~self._eq(meta, kind, num, code, operand)
+                mask &= ~self._eq(meta, cols, operand)
             elif op in ("$in", "$nin"):
                 hit = np.zeros(rows.size, dtype=bool)
                 for x in operand:
-                    hit |= self._eq(meta, kind, num, code, x)
+                    hit |= self._eq(meta, cols, x)
                 mask &= hit if op == "$in" else ~hit
             elif op == "$exists":
                 mask &= (kind != _MISSING) if operand else (kind == _MISSING)
             else:
-                mask &= self._range(meta, kind, num, code, op, operand)
+                mask &= self._range(meta, cols, op, operand)
         py = np.nonzero(kind == _PY)[0]
         for j in py.tolist():
             mask[j] = cond.holds(obj_col[int(rows[j])])
         return mask
 
     @staticmethod
-    def _eq(
-        meta: _Field,
-        kind: npt.NDArray[np.int8],
-        num: npt.NDArray[np.float64],
-        code: npt.NDArray[np.int32],
-        operand: Any,
-    ) -> Mask:
+    def _eq(meta: _Field, cols: _Slice, operand: Any) -> Mask:
+        kind, num, code = cols
         if operand is None:
             return _mask(kind == _NULL)
         if isinstance(operand, bool):
@@ -198,14 +200,8 @@ class FilterColumns:
         return _mask((kind == _STR) & (code == c))
 
     @staticmethod
-    def _range(
-        meta: _Field,
-        kind: npt.NDArray[np.int8],
-        num: npt.NDArray[np.float64],
-        code: npt.NDArray[np.int32],
-        op: str,
-        operand: Any,
-    ) -> Mask:
+    def _range(meta: _Field, cols: _Slice, op: str, operand: Any) -> Mask:
+        kind, num, code = cols
         if isinstance(operand, bool) or operand is None:
             return np.zeros(kind.size, dtype=bool)
         if isinstance(operand, int | float):

@@ -153,29 +153,62 @@ def _remove_stale_temps(path: str) -> None:
                         os.unlink(entry.path)
 
 
+def _read_head(path: str, dim: int) -> tuple[tuple[Any, ...], bytes, int] | None:
+    """The header's fields, the metadata bytes and the file's size when the header is
+    whole, of this format and ``dim`` and its CRC holds; else None. Raises OSError."""
+    # Only a regular file: opening a FIFO (or a device) put there would block.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as f:
+        head = f.read(_HEADER.size)
+        if len(head) != _HEADER.size:
+            return None
+        fields = _HEADER.unpack(head)
+        magic, version, fdim, meta_len, head_crc = (*fields[:3], fields[7], fields[9])
+        if magic != _MAGIC or version != _VERSION or fdim != dim:
+            return None
+        if zlib.crc32(head[:-4]) != head_crc:
+            return None
+        f.seek(_HEADER.size + _pad(_HEADER.size))
+        meta_bytes = f.read(meta_len)
+        return fields, meta_bytes, os.fstat(f.fileno()).st_size
+
+
+def _map_arrays(path: str, offset: int, rows: int, dim: int) -> list[Any]:
+    """The code arrays at ``offset``, mapped copy-on-write (writes stay private, pages
+    nobody writes stay shared). A plain ndarray view of each map (it keeps the map
+    alive): the memmap subclass adds microseconds to every slice and product of a
+    search."""
+    layout = [("i1", (rows, dim)), ("i1", (rows, dim)), ("<f8", (rows,)), ("<f8", (rows,))]
+    arrays: list[Any] = []
+    for dtype, shape in layout:
+        if rows == 0:
+            arrays.append(np.zeros(shape, dtype=dtype))
+            continue
+        mapped = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape)
+        arrays.append(mapped.view(np.ndarray))
+        offset += mapped.nbytes + _pad(mapped.nbytes)
+    return arrays
+
+
+def _valid_meta(meta: Any, rows: int, lineage: str) -> bool:
+    """Whether the decoded metadata is of this ``lineage`` with ``rows`` string ids."""
+    if not isinstance(meta, dict) or meta.get("lineage") != lineage:
+        return False
+    ids = meta.get("ids")
+    return isinstance(ids, list) and len(ids) == rows and all(isinstance(i, str) for i in ids)
+
+
 def read(path: str, dim: int, *, lineage: str) -> Image | None:
     """The image in ``path`` if it is whole, of ``dim`` and of this ``lineage``; else
     None (missing, torn, foreign or of another format). Never raises for a bad file."""
     try:
-        # Only a regular file: opening a FIFO (or a device) put there would block.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
+        found = _read_head(path, dim)
+        if found is None:
             return None
-        with os.fdopen(fd, "rb") as f:
-            head = f.read(_HEADER.size)
-            if len(head) != _HEADER.size:
-                return None
-            magic, version, fdim, seq, rows, err1, err2, meta_len, meta_crc, head_crc = (
-                _HEADER.unpack(head)
-            )
-            if magic != _MAGIC or version != _VERSION or fdim != dim:
-                return None
-            if zlib.crc32(head[:-4]) != head_crc:
-                return None
-            f.seek(_HEADER.size + _pad(_HEADER.size))
-            meta_bytes = f.read(meta_len)
-            size = os.fstat(f.fileno()).st_size
+        (_m, _v, _d, seq, rows, err1, err2, meta_len, meta_crc, _c), meta_bytes, size = found
         if len(meta_bytes) != meta_len or zlib.crc32(meta_bytes) != meta_crc:
             return None
         offset = _HEADER.size + _pad(_HEADER.size) + meta_len + _pad(meta_len)
@@ -183,42 +216,22 @@ def read(path: str, dim: int, *, lineage: str) -> Image | None:
         if size != offset + sum(n + _pad(n) for n in sizes):
             return None
         meta = orjson.loads(meta_bytes)
-        if not isinstance(meta, dict) or meta.get("lineage") != lineage:
+        if not _valid_meta(meta, rows, lineage):
             return None
-        if not isinstance(meta.get("ids"), list) or len(meta["ids"]) != rows:
-            return None
-        if not all(isinstance(i, str) for i in meta["ids"]):
-            return None
-        arrays: list[Any] = []
-        layout: list[tuple[str, tuple[int, ...]]] = [
-            ("i1", (rows, dim)),
-            ("i1", (rows, dim)),
-            ("<f8", (rows,)),
-            ("<f8", (rows,)),
-        ]
-        for n, (dtype, shape) in zip(sizes, layout, strict=True):
-            if rows == 0:
-                arrays.append(np.zeros(shape, dtype=dtype))
-            else:
-                # Copy-on-write: writes stay private, pages nobody writes stay shared.
-                # A plain ndarray view of the map (it keeps the map alive): the memmap
-                # subclass adds microseconds to every slice and product of a search.
-                mapped = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape)
-                arrays.append(mapped.view(np.ndarray))
-            offset += n + _pad(n)
         classes = [
             (tuple((str(a), str(v)) for a, v in items), int(count))
             for items, count in meta["classes"]
         ]
         if sum(count for _, count in classes) != rows:
             return None
+        codes, resid, scale, scale2 = _map_arrays(path, offset, rows, dim)
         return Image(
             dim,
             int(seq),
-            arrays[0],
-            arrays[1],
-            arrays[2],
-            arrays[3],
+            codes,
+            resid,
+            scale,
+            scale2,
             meta["ids"],
             classes,
             float(err1),

@@ -54,6 +54,46 @@ def _adoptable(conn: apsw.Connection, image: sidecar.Image | None, db_seq: int) 
     return image is not None and changes.horizon(conn) <= image.seq <= db_seq
 
 
+class _CodedArrays:
+    """The code arrays of a rebuild (zeroed pages: resident only once a block is
+    written), filled block by block, and the coding errors' maxima."""
+
+    def __init__(self, total: int, dim: int) -> None:
+        self.arrays: list[np.ndarray[Any, Any]] = [
+            np.zeros((total, dim), dtype=np.int8),
+            np.zeros((total, dim), dtype=np.int8),
+            np.zeros(total, dtype=np.float64),
+            np.zeros(total, dtype=np.float64),
+        ]
+        self.errors = (0.0, 0.0)
+
+    def store(self, rows: slice | np.ndarray[Any, Any], units: np.ndarray[Any, Any]) -> None:
+        """Code the unit rows ``units`` into positions ``rows``."""
+        codes = quantized.encode(units)
+        for dst, src in zip(
+            self.arrays, (codes.codes, codes.resid, codes.scale, codes.scale2), strict=True
+        ):
+            dst[rows] = src
+        self.errors = (
+            max(self.errors[0], float(codes.err1.max())),
+            max(self.errors[1], float(codes.err2.max())),
+        )
+
+
+def _vec0_units(conn: apsw.Connection, ids: Sequence[str], dim: int) -> np.ndarray[Any, Any]:
+    """The unit float32 vectors vec0 holds for ``ids`` (chunks stored as JSON).
+    Raises StorageInconsistent when one is missing."""
+    units = np.empty((len(ids), dim), dtype=np.float32)
+    for j, cid in enumerate(ids):
+        found = conn.execute(
+            "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (cid,)
+        ).fetchall()
+        if not found:
+            raise StorageInconsistent(_DISAGREE)
+        units[j] = unit_float32(np.frombuffer(found[0][0], dtype=np.float32))  # type: ignore[arg-type]
+    return units
+
+
 @dataclass(frozen=True)
 class CacheVerdict:
     """What the next open of a store makes of its index sidecar (``ratatoskr doctor``)."""
@@ -324,14 +364,7 @@ class SyncedIndex:
         """
         total = _count(conn)
         self._digests.forget_all()
-        # Zeroed pages: resident only once a block is written.
-        arrays: list[np.ndarray[Any, Any]] = [
-            np.zeros((total, self.dim), dtype=np.int8),
-            np.zeros((total, self.dim), dtype=np.int8),
-            np.zeros(total, dtype=np.float64),
-            np.zeros(total, dtype=np.float64),
-        ]
-        errors = [0.0, 0.0]
+        coded = _CodedArrays(total, self.dim)
         ids: list[str] = []
         scopes: list[ScopeItems] = []
         # Chunks share few distinct scopes: parse each once, and let rows share it.
@@ -342,19 +375,10 @@ class SyncedIndex:
         # its coding errors count in the maxima, and a larger bound is still a bound).
         filler = np.ones(self.dim, dtype="<f8").tobytes()
 
-        def store(start: int, units: np.ndarray[Any, Any], rows: Any) -> None:
-            codes = quantized.encode(units)
-            for dst, src in zip(
-                arrays, (codes.codes, codes.resid, codes.scale, codes.scale2), strict=True
-            ):
-                dst[rows if rows is not None else slice(start, start + len(units))] = src
-            errors[0] = max(errors[0], float(codes.err1.max()))
-            errors[1] = max(errors[1], float(codes.err2.max()))
-
         def flush() -> None:
-            start = len(ids) - len(block)
             raw = np.frombuffer(b"".join(block), dtype="<f8").reshape(len(block), self.dim)
-            store(start, unit_rows(raw).astype(np.float32), None)
+            end = len(ids)
+            coded.store(slice(end - len(block), end), unit_rows(raw).astype(np.float32))
             block.clear()
 
         for cid, sj, blob in conn.execute(
@@ -376,18 +400,11 @@ class SyncedIndex:
         if len(ids) != total:
             raise StorageInconsistent(_DISAGREE)
         if json_rows:
-            units = np.empty((len(json_rows), self.dim), dtype=np.float32)
-            for j, row in enumerate(json_rows):
-                found = conn.execute(
-                    "SELECT embedding FROM memory_vec WHERE chunk_id = ?", (ids[row],)
-                ).fetchall()
-                if not found:
-                    raise StorageInconsistent(_DISAGREE)
-                units[j] = unit_float32(np.frombuffer(found[0][0], dtype=np.float32))  # type: ignore[arg-type]
-            store(0, units, np.asarray(json_rows, dtype=np.int64))
+            rows = np.asarray(json_rows, dtype=np.int64)
+            coded.store(rows, _vec0_units(conn, [ids[r] for r in json_rows], self.dim))
         vec_total = int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])  # type: ignore[arg-type]
         if vec_total != total:
             raise StorageInconsistent(_DISAGREE)
-        self.index.load_coded(ids, arrays, scopes, (errors[0], errors[1]))
+        self.index.load_coded(ids, coded.arrays, scopes, coded.errors)
         self.index.seq = db_seq
         self._fill(conn)

@@ -58,6 +58,7 @@ __all__ = [
     "ensure_field_indexes",
     "field_indexes",
     "is_array",
+    "json_value",
     "literal",
     "number",
     "string",
@@ -92,11 +93,13 @@ def _rendered(expr: sql.Composable) -> sql.SQL:
     return sql.SQL(expr.as_string(None))
 
 
-DOC = _rendered(
-    sql.SQL("((CASE WHEN {needs} THEN {mapped} ELSE {r} END)::jsonb)").format(
-        needs=_NEEDS_MAPPING, mapped=_MAPPED, r=_RECORD
-    )
+_TEXT = sql.SQL("(CASE WHEN {needs} THEN {mapped} ELSE {r} END)").format(
+    needs=_NEEDS_MAPPING, mapped=_MAPPED, r=_RECORD
 )
+DOC = _rendered(sql.SQL("({}::jsonb)").format(_TEXT))
+# The record as ``json``: its numbers keep the text they were written with (an int's
+# has no '.' and no exponent), which ``jsonb`` (numeric) loses.
+_DOC_JSON = _rendered(sql.SQL("({}::json)").format(_TEXT))
 # Rendered expressions kept per declared path (the operator's list: bounded).
 _PATHS = 256
 
@@ -105,6 +108,15 @@ _PATHS = 256
 def value(path: tuple[str, ...]) -> sql.Composable:
     """The value at ``path`` (SQL NULL when missing or behind a non-object)."""
     out: sql.Composable = DOC
+    for part in path:
+        out = sql.SQL("({} -> {})").format(out, literal(to_db(part)))
+    return _rendered(out)
+
+
+@functools.lru_cache(maxsize=_PATHS)
+def json_value(path: tuple[str, ...]) -> sql.Composable:
+    """The value at ``path`` as ``json`` (its text as written; NULL as for :func:`value`)."""
+    out: sql.Composable = _DOC_JSON
     for part in path:
         out = sql.SQL("({} -> {})").format(out, literal(to_db(part)))
     return _rendered(out)
