@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import pytest
 from starlette.testclient import TestClient
 
 from bifrost.client import BifrostClient
-from bifrost.consumer import ConsumerRegistration, build_plane_app
+from bifrost.consumer import (
+    ConsumerRegistration,
+    build_affect_app,
+    build_memory_app,
+    build_plane_app,
+)
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.conformance import outcome
 from bifrost.consumer.testing.support import DIM, KEY, chunk
@@ -68,6 +76,24 @@ def test_one_builder_serves_each_plane_of_the_table(name: str, store: object) ->
         assert shake["verbs"] == list(plane.verbs)
         assert client.get("absent") is None
         assert client.get_many(["absent"]) == []
+
+
+@pytest.mark.parametrize(
+    ("builder", "store"),
+    [(build_memory_app, InMemoryMemoryStore(DIM)), (build_affect_app, InMemoryAffectStore())],
+)
+def test_each_planes_builder_is_the_one_builder_with_its_spec_filled_in(
+    builder: Any, store: object
+) -> None:
+    spec = MEMORY_PLANE if builder is build_memory_app else AFFECT_PLANE
+    assert builder.__name__ == f"build_{spec.name}_app"
+    params = list(inspect.signature(builder).parameters.values())
+    whole = list(inspect.signature(build_plane_app).parameters.values())
+    assert params[0].name == "store" and params[0].annotation == spec.protocol.__name__
+    assert params[1:] == whole[2:]
+    app = builder(store, JwtVerifier(KEY), ConsumerRegistration(), maintenance_store="m")
+    assert (app.state.bifrost_plane, app.state.bifrost_store) == (spec.name, store)
+    assert app.state.bifrost_maintenance_store == "m"
 
 
 def test_the_builder_checks_store_registration_and_verifier() -> None:

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import orjson
 from starlette._utils import get_route_path
@@ -45,7 +45,6 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bifrost.affect.protocol import AffectDataStore
 from bifrost.auth.verifier import Claims, PendingToken
 from bifrost.consumer.budget import BodyBudget
 from bifrost.consumer.edge import Head, bearer, declared_size, read_body, require_json, send_json
@@ -60,7 +59,6 @@ from bifrost.errors import (
     render_error,
 )
 from bifrost.jsoncodec import canonical_json
-from bifrost.memory.protocol import MemoryDataStore
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PlaneSpec
 
 __all__ = [
@@ -78,6 +76,7 @@ _log = logging.getLogger("bifrost.consumer")
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
 _T = TypeVar("_T")
 _S = TypeVar("_S")
+_P = ParamSpec("_P")
 
 
 class TokenVerifier(Protocol):
@@ -396,52 +395,25 @@ def build_plane_app(
     return app
 
 
-def build_memory_app(
-    store: MemoryDataStore,
-    verifier: TokenVerifier,
-    registration: ConsumerRegistration,
-    maintenance_store: Any = None,
-    hooks: AppHooks | None = None,
-    *,
-    lifespan: Lifespan | None = None,
-    body_budget: BodyBudget | None = None,
-    heavy_calls: threading.Semaphore | None = None,
-) -> Starlette:
-    """The memory plane app: :func:`build_plane_app` for ``MEMORY_PLANE`` (the seed
-    contract's entry point)."""
-    return build_plane_app(
-        MEMORY_PLANE,
-        store,
-        verifier,
-        registration,
-        maintenance_store,
-        hooks,
-        lifespan=lifespan,
-        body_budget=body_budget,
-        heavy_calls=heavy_calls,
+def _with_spec(
+    build: Callable[Concatenate[PlaneSpec[_S], _P], Starlette], spec: PlaneSpec[_S]
+) -> Callable[_P, Starlette]:
+    """``build`` with its plane filled in: the same parameters after ``spec`` (a
+    store of ``spec.protocol`` first), under the name ``build_<plane>_app``."""
+
+    def builder(*args: _P.args, **kwargs: _P.kwargs) -> Starlette:
+        return build(spec, *args, **kwargs)
+
+    signature = inspect.signature(build)
+    store, *rest = list(signature.parameters.values())[1:]
+    builder.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[store.replace(annotation=spec.protocol.__name__), *rest]
     )
+    builder.__name__ = builder.__qualname__ = f"build_{spec.name}_app"
+    builder.__doc__ = f"The {spec.name} plane app: :func:`{build.__name__}` for this plane."
+    return builder
 
 
-def build_affect_app(
-    store: AffectDataStore,
-    verifier: TokenVerifier,
-    registration: ConsumerRegistration,
-    maintenance_store: Any = None,
-    hooks: AppHooks | None = None,
-    *,
-    lifespan: Lifespan | None = None,
-    body_budget: BodyBudget | None = None,
-    heavy_calls: threading.Semaphore | None = None,
-) -> Starlette:
-    """The affect plane app: :func:`build_plane_app` for ``AFFECT_PLANE``."""
-    return build_plane_app(
-        AFFECT_PLANE,
-        store,
-        verifier,
-        registration,
-        maintenance_store,
-        hooks,
-        lifespan=lifespan,
-        body_budget=body_budget,
-        heavy_calls=heavy_calls,
-    )
+# The seed contract's entry point, and its affect twin.
+build_memory_app = _with_spec(build_plane_app, MEMORY_PLANE)
+build_affect_app = _with_spec(build_plane_app, AFFECT_PLANE)
