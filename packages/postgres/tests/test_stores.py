@@ -22,7 +22,7 @@ from ratatoskr.memory.postgres.schema import (
     COVERED_TENANT_BYTES,
     COVERING_INDEX,
 )
-from ratatoskr.memory.postgres.store import rerank_margin
+from ratatoskr.memory.postgres.search import rerank_margin
 from ratatoskr.postgres import Pool
 from ratatoskr.postgres.scope import conjunctions
 from ratatoskr.postgres.text import from_db, to_db
@@ -268,13 +268,18 @@ def test_tenant_search_is_an_index_only_scan_and_long_values_still_work(
     assert indexed == (20,)
     probe = Vector(np.asarray(q, dtype=np.float32) / np.float32(np.linalg.norm(q)))
     conjs = conjunctions({"tenant": short}, [])
-    statement = store._search_sql(conjs)
-    plan = _plan(pg_pool, schema, statement, (*store._top_params(conjs, probe, 21), 4, 1e-4))
+    statement = store._search.statement(conjs)
+    plan = _plan(
+        pg_pool,
+        schema,
+        statement,
+        (*store._search.top_params(conjs, probe, 21, store._cutoff()), 4, 1e-4),
+    )
     assert f"Index Only Scan using {COVERING_INDEX}" in plan, plan
     # A union of tenants: member by member (each may take its index; at 100k a tenant's
     # is the covering one), and still exact.
     members = [{"tenant": short}, {"tenant": "nobody"}, {"tenant": long_}]
-    assert store._search_sql(conjunctions({}, members)).count(b" UNION ") == 2
+    assert store._search.statement(conjunctions({}, members)).count(b" UNION ") == 2
     got = store.search(q, top_k=50, scope_any=members)
     v = np.asarray(q) / np.linalg.norm(q)
     everyone = sorted(
@@ -286,9 +291,12 @@ def test_tenant_search_is_an_index_only_scan_and_long_values_still_work(
     )
     assert [r["chunk_id"] for r in got] == [r["id"] for r in everyone]
     conjs = conjunctions({"tenant": long_}, [])
-    statement = store._search_sql(conjs)
+    statement = store._search.statement(conjs)
     assert COVERING_INDEX not in _plan(
-        pg_pool, schema, statement, (*store._top_params(conjs, probe, 21), 4, 1e-4)
+        pg_pool,
+        schema,
+        statement,
+        (*store._search.top_params(conjs, probe, 21, store._cutoff()), 4, 1e-4),
     )
 
 

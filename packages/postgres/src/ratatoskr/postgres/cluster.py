@@ -202,58 +202,71 @@ def start_pair(
     bin_dir = bin_dir or pgserver_bin_dir()
     if _as_root():
         _ensure_user()
-    base = Path(tempfile.mkdtemp(prefix="rk-ha-")) if base is None else base
-    base.mkdir(parents=True, exist_ok=True)
-    base.chmod(0o755)
-    _own(base)
+    base = _prepare_base(base)
     primary = Node("primary", base / "primary", _free_port(), bin_dir)
     standby = Node("standby", base / "standby", _free_port(), bin_dir)
     pair = Pair(base, primary, standby, synchronous)
+    no_sync = () if durable else ("--no-sync",)
     try:
-        no_sync = () if durable else ("--no-sync",)
-        primary.run(
-            "initdb", "-D", str(primary.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-            *no_sync,
-        )  # fmt: skip
-        common = {
-            "listen_addresses": "127.0.0.1",
-            "unix_socket_directories": "",
-            "wal_level": "replica",
-            "max_wal_senders": "10",
-            "hot_standby": "on",
-            "fsync": "on" if durable else "off",
-            **(extra or {}),
-        }
-        with (primary.data / "postgresql.conf").open("a") as conf:
-            conf.write(
-                _conf_lines(
-                    {
-                        **common,
-                        "port": str(primary.port),
-                        "synchronous_standby_names": "*" if synchronous else "",
-                        "synchronous_commit": synchronous_commit,
-                    }
-                )
-            )
-        primary.start()
-        primary.run(
-            "pg_basebackup",
-            "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-            "-D", str(standby.data), "-R", "-X", "stream", "-c", "fast", *no_sync,
-        )  # fmt: skip
-        with (standby.data / "postgresql.conf").open("a") as conf:
-            # Its own port; promoted, it has no standby to wait for.
-            conf.write(
-                _conf_lines(
-                    {"port": str(standby.port), "synchronous_standby_names": "", **(extra or {})}
-                )
-            )
-        standby.start()
+        _start_primary(
+            primary,
+            no_sync,
+            {
+                "listen_addresses": "127.0.0.1",
+                "unix_socket_directories": "",
+                "wal_level": "replica",
+                "max_wal_senders": "10",
+                "hot_standby": "on",
+                "fsync": "on" if durable else "off",
+                **(extra or {}),
+                "synchronous_standby_names": "*" if synchronous else "",
+                "synchronous_commit": synchronous_commit,
+            },
+        )
+        # The standby's own port; promoted, it has no standby to wait for.
+        _start_standby(
+            primary, standby, no_sync, {"synchronous_standby_names": "", **(extra or {})}
+        )
         _wait_streaming(primary, synchronous)
     except BaseException:
         pair.close()
         raise
     return pair
+
+
+def _prepare_base(base: Path | None) -> Path:
+    """``base`` (a new temporary directory when None), created and the server user's."""
+    base = Path(tempfile.mkdtemp(prefix="rk-ha-")) if base is None else base
+    base.mkdir(parents=True, exist_ok=True)
+    base.chmod(0o755)
+    _own(base)
+    return base
+
+
+def _start_primary(primary: Node, no_sync: tuple[str, ...], settings: Mapping[str, str]) -> None:
+    """initdb the primary's data directory, append ``settings`` and its port, start it."""
+    primary.run(
+        "initdb", "-D", str(primary.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+        *no_sync,
+    )  # fmt: skip
+    with (primary.data / "postgresql.conf").open("a") as conf:
+        conf.write(_conf_lines({**settings, "port": str(primary.port)}))
+    primary.start()
+
+
+def _start_standby(
+    primary: Node, standby: Node, no_sync: tuple[str, ...], settings: Mapping[str, str]
+) -> None:
+    """Base-backup ``primary`` into the standby's data directory (a streaming standby:
+    ``-R``), append ``settings`` and its port, start it."""
+    primary.run(
+        "pg_basebackup",
+        "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+        "-D", str(standby.data), "-R", "-X", "stream", "-c", "fast", *no_sync,
+    )  # fmt: skip
+    with (standby.data / "postgresql.conf").open("a") as conf:
+        conf.write(_conf_lines({"port": str(standby.port), **settings}))
+    standby.start()
 
 
 def _wait_streaming(primary: Node, synchronous: bool, timeout: float = 30.0) -> None:

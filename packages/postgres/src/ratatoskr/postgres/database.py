@@ -51,6 +51,7 @@ from ratatoskr.postgres.migrations import (
     apply_migrations,
     check_schema_name,
     needs_migration,
+    qualified,
 )
 from ratatoskr.postgres.syncwait import (
     DEFAULT_SYNC_WAIT,
@@ -392,7 +393,7 @@ class PostgresDatabase(PoolRunner):
 
     def table(self, name: str) -> sql.Composed:
         """``"schema"."name"`` for composing SQL."""
-        return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
+        return qualified(self.schema, name)
 
     @property
     def replica(self) -> ReadReplica | None:

@@ -29,11 +29,12 @@ from psycopg import Cursor, sql
 from bifrost.writes import deletable
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.scope import (
-    AXIS_COLUMNS,
     conjunction_sql,
     filter_params,
-    scope_from_columns,
+    scope_column_list,
+    scopes_by_key,
 )
+from ratatoskr.postgres.text import to_db
 
 FORGET_BATCH = 500
 
@@ -46,7 +47,7 @@ def locked_scopes_sql(table: sql.Composable, key: str) -> sql.Composed:
         "SELECT {k}, {axes} FROM {t} WHERE {k} = ANY(%b) ORDER BY {k} FOR UPDATE"
     ).format(
         k=sql.Identifier(key),
-        axes=sql.SQL(", ").join(map(sql.Identifier, AXIS_COLUMNS.values())),
+        axes=scope_column_list(),
         t=table,
     )
 
@@ -59,7 +60,29 @@ def granted(
     (:func:`locked_scopes_sql`), then bifrost's ``deletable``. The rows stay locked
     until the transaction ends."""
     rows = cur.execute(statement, (list(keys),), binary=True).fetchall()
-    return deletable(keys, {str(r[0]): scope_from_columns(r[1:]) for r in rows}, grant)
+    return deletable(keys, scopes_by_key(rows), grant)
+
+
+def delete_granted(
+    db: PostgresDatabase,
+    lock_sql: sql.Composed,
+    ids: Sequence[str],
+    grant: Mapping[str, str],
+    delete: Callable[[Cursor[Any], list[str]], int],
+) -> int:
+    """A store's ``delete_many`` in one transaction: the rows of the distinct ``ids``
+    locked in stored-key order and :func:`granted` decides on their scopes
+    (``lock_sql``: :func:`locked_scopes_sql`); ``delete(cur, keys)`` erases the chosen
+    keys (stored form, none empty) and returns the count the verb reports."""
+    wanted = sorted(map(to_db, ids))
+    if not wanted:
+        return 0
+
+    def transaction(cur: Cursor[Any]) -> int:
+        chosen = granted(cur, lock_sql, wanted, grant)
+        return delete(cur, chosen) if chosen else 0
+
+    return db.run(transaction, mode="write")
 
 
 def forget_rows(

@@ -32,6 +32,7 @@ from psycopg import Cursor, sql
 
 from bifrost.jsoncodec import canonical_json, json_loads_exact
 from ratatoskr.postgres.database import on_table
+from ratatoskr.postgres.migrations import qualified
 from ratatoskr.storage.errors import StorageCorrupt
 from ratatoskr.storage.ledger import PRUNE_PER_WRITE, LedgerEntry, LedgerTransaction
 
@@ -75,6 +76,11 @@ class PostgresLedger:
             " SELECT idempotency_id FROM {t} WHERE expires_at <= %s"
             " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)",
         )
+
+    @classmethod
+    def in_schema(cls, schema: str, table: str) -> PostgresLedger:
+        """The ledger table ``table`` of ``schema`` (its expiry index named after it)."""
+        return cls(qualified(schema, table), f"{table}_expiry")
 
     def create_sql(self) -> sql.Composed:
         """DDL for the ledger, for the plane's migration list."""

@@ -32,6 +32,7 @@ __all__ = [
     "apply_migrations",
     "check_schema_name",
     "needs_migration",
+    "qualified",
     "read_meta",
     "schema_version",
 ]
@@ -80,7 +81,8 @@ def _check_sequence(migrations: Sequence[Migration]) -> None:
         raise ValueError("migrations must be numbered 1, 2, 3, … without gaps")
 
 
-def _table(schema: str, name: str) -> sql.Composed:
+def qualified(schema: str, name: str) -> sql.Composed:
+    """``"schema"."name"`` for composing SQL (identifiers quoted by psycopg)."""
     return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
 
 
@@ -96,7 +98,7 @@ def recorded_planes(cur: Cursor[Any], schema: str) -> tuple[str, ...]:
         return ()
     cur.execute(
         sql.SQL("SELECT DISTINCT plane FROM {} ORDER BY plane").format(
-            _table(schema, VERSION_TABLE)
+            qualified(schema, VERSION_TABLE)
         )
     )
     return tuple(str(r[0]) for r in cur.fetchall())
@@ -108,7 +110,7 @@ def schema_version(cur: Cursor[Any], schema: str, plane: str) -> int:
         return 0
     cur.execute(
         sql.SQL("SELECT COALESCE(MAX(version), 0) FROM {} WHERE plane = %s").format(
-            _table(schema, VERSION_TABLE)
+            qualified(schema, VERSION_TABLE)
         ),
         (plane,),
     )
@@ -121,7 +123,7 @@ def read_meta(cur: Cursor[Any], schema: str, key: str) -> str | None:
     if not _has_table(cur, schema, META_TABLE):
         return None
     cur.execute(
-        sql.SQL("SELECT value FROM {} WHERE key = %s").format(_table(schema, META_TABLE)), (key,)
+        sql.SQL("SELECT value FROM {} WHERE key = %s").format(qualified(schema, META_TABLE)), (key,)
     )
     row = cur.fetchone()
     return None if row is None else str(row[0])
@@ -204,11 +206,11 @@ def apply_migrations(
             "CREATE TABLE IF NOT EXISTS {} ("
             " plane text NOT NULL, version integer NOT NULL, name text NOT NULL,"
             " applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (plane, version))"
-        ).format(_table(schema, VERSION_TABLE))
+        ).format(qualified(schema, VERSION_TABLE))
     )
     cur.execute(
         sql.SQL("CREATE TABLE IF NOT EXISTS {} (key text PRIMARY KEY, value text NOT NULL)").format(
-            _table(schema, META_TABLE)
+            qualified(schema, META_TABLE)
         )
     )
     current = _known_version(cur, schema, plane, migrations)
@@ -221,14 +223,14 @@ def apply_migrations(
             migration.sql(cur)
         cur.execute(
             sql.SQL("INSERT INTO {} (plane, version, name) VALUES (%s, %s, %s)").format(
-                _table(schema, VERSION_TABLE)
+                qualified(schema, VERSION_TABLE)
             ),
             (plane, migration.version, migration.name),
         )
     for key in missing:
         cur.execute(
             sql.SQL("INSERT INTO {} (key, value) VALUES (%s, %s)").format(
-                _table(schema, META_TABLE)
+                qualified(schema, META_TABLE)
             ),
             (key, meta[key].value),
         )

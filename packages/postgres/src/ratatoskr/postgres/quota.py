@@ -26,6 +26,7 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
+from ratatoskr.postgres.migrations import qualified
 from ratatoskr.postgres.text import from_db, to_db
 
 __all__ = ["TenantUsageTable"]
@@ -54,7 +55,7 @@ class TenantUsageTable:
     bytes_column: str
 
     def _name(self, name: str) -> sql.Composed:
-        return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
+        return qualified(self.schema, name)
 
     def create(self, cur: Cursor[Any]) -> None:
         """Create the table, fill it from the rows already there, and add the triggers

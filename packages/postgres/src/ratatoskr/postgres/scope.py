@@ -23,7 +23,7 @@ does not get it and is answered by the other indexes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from psycopg import sql
@@ -36,13 +36,18 @@ __all__ = [
     "Bounds",
     "Conjunction",
     "FilterShape",
+    "StatementCache",
     "conjunction_sql",
     "conjunctions",
     "filter_params",
     "filter_shape",
+    "scope_arrays",
     "scope_column_definitions",
+    "scope_column_list",
     "scope_columns",
     "scope_from_columns",
+    "scope_sets",
+    "scopes_by_key",
     "where_sql",
 ]
 
@@ -66,6 +71,18 @@ def scope_column_definitions() -> sql.Composed:
     )
 
 
+def scope_column_list() -> sql.Composed:
+    """The scope's columns, comma-separated, in lattice order (a ``SELECT`` or ``INSERT`` list)."""
+    return sql.SQL(", ").join(map(sql.Identifier, AXIS_COLUMNS.values()))
+
+
+def scope_sets() -> sql.Composed:
+    """An upsert's ``DO UPDATE SET`` of the scope columns: each from ``EXCLUDED``."""
+    return sql.SQL(", ").join(
+        sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in AXIS_COLUMNS.values()
+    )
+
+
 Conjunction = dict[str, str]
 # Which axes each conjunction constrains (and which of them carry a bound, marked
 # "axis<="): the SQL of a filter depends on this alone, so a store renders each
@@ -85,6 +102,40 @@ def scope_from_columns(values: Sequence[Any]) -> dict[str, str]:
     return {
         axis: from_db(str(v)) for axis, v in zip(AXIS_COLUMNS, values, strict=True) if v is not None
     }
+
+
+def scope_arrays(scopes: Sequence[Mapping[str, str]]) -> list[list[str | None]]:
+    """Validated scopes as one array per axis column, in lattice order (the array
+    parameters of a batch statement)."""
+    rows = [scope_columns(s) for s in scopes]
+    return [[row[a] for row in rows] for a in range(len(AXIS_COLUMNS))]
+
+
+def scopes_by_key(
+    rows: Iterable[Sequence[Any]], decode: Callable[[str], str] = str
+) -> dict[str, dict[str, str]]:
+    """``{key: scope}`` of rows ``(key, *scope columns)``, each key through ``decode``."""
+    return {decode(str(r[0])): scope_from_columns(r[1:]) for r in rows}
+
+
+class StatementCache:
+    """Statements rendered once per filter shape, as bytes (they skip psycopg's
+    composition on every call, and its parse cache keys on them); bounded, since a
+    caller can make shapes without end."""
+
+    def __init__(self, size: int = 128) -> None:
+        self._size = size
+        self._rendered: dict[FilterShape, bytes] = {}
+
+    def get(self, shape: FilterShape) -> bytes | None:
+        return self._rendered.get(shape)
+
+    def put(self, shape: FilterShape, statement: sql.Composable) -> bytes:
+        """``statement`` rendered, kept for ``shape``."""
+        if len(self._rendered) >= self._size:
+            self._rendered.clear()
+        rendered = self._rendered[shape] = statement.as_bytes(None)
+        return rendered
 
 
 def conjunctions(

@@ -1,7 +1,8 @@
 """``SchemaStore``: what every plane's PostgreSQL store is built on.
 
 A store holds the database of its schema (``PostgresDatabase``: the pool and the
-schema's tables), the plane's ledger and the clock the conformance kit drives.
+schema's tables), the plane's ledger and usage table (:class:`PlaneTables`) and
+the clock the conformance kit drives.
 It writes through :func:`~ratatoskr.postgres.writes.run_write` (bifrost's one
 write path in one transaction), answers ``health`` with a round trip, and closes
 the pool if it opened it. The plane's store adds only its SQL.
@@ -10,6 +11,7 @@ the pool if it opened it. The plane's store adds only its SQL.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bifrost.quota import NO_QUOTA, Quota
@@ -19,9 +21,27 @@ from ratatoskr.postgres.ledger import PostgresLedger
 from ratatoskr.postgres.quota import TenantUsageTable
 from ratatoskr.postgres.writes import Perform, run_write
 
-__all__ = ["SchemaStore"]
+__all__ = ["PlaneTables", "SchemaStore"]
 
 _PING_WAIT = 1.0
+
+
+@dataclass(frozen=True)
+class PlaneTables:
+    """The tables every plane's schema holds beside its own: the idempotency ledger
+    ``ledger``, and the per-tenant usage table ``usage`` of the rows of ``rows``
+    (whose integer column ``row_bytes`` is each row's share, see ``quota.py``)."""
+
+    ledger: str
+    usage: str
+    rows: str
+    row_bytes: str
+
+    def ledger_in(self, schema: str) -> PostgresLedger:
+        return PostgresLedger.in_schema(schema, self.ledger)
+
+    def usage_in(self, schema: str) -> TenantUsageTable:
+        return TenantUsageTable(schema, self.usage, self.rows, self.row_bytes)
 
 
 class SchemaStore:
@@ -30,18 +50,16 @@ class SchemaStore:
     def __init__(
         self,
         db: PostgresDatabase,
-        ledger: PostgresLedger,
+        tables: PlaneTables,
         clock: Callable[[], float],
-        *,
         quota: Quota = NO_QUOTA,
-        usage: TenantUsageTable | None = None,
     ) -> None:
         self._db = db
-        self._ledger = ledger
+        self._ledger = tables.ledger_in(db.schema)
         self._clock = clock
         # The per-tenant quota, decided on the plane's usage table in each write.
         self.quota = quota
-        self._usage = usage
+        self._usage = tables.usage_in(db.schema)
 
     @property
     def database(self) -> PostgresDatabase:

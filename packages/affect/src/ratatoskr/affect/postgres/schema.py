@@ -27,20 +27,18 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from ratatoskr.postgres.ledger import PostgresLedger
-from ratatoskr.postgres.migrations import Migration
-from ratatoskr.postgres.quota import TenantUsageTable
+from ratatoskr.postgres.migrations import Migration, qualified
 from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_column_definitions
+from ratatoskr.postgres.store import PlaneTables
 
 __all__ = [
     "CURRENT",
     "HISTORY",
     "LEDGER_TABLE",
     "PLANE",
+    "TABLES",
     "USAGE_TABLE",
-    "ledger",
     "migrations",
-    "usage",
 ]
 
 PLANE = "affect"
@@ -48,24 +46,13 @@ CURRENT = "affect_current"
 HISTORY = "affect_history"
 LEDGER_TABLE = "affect_idempotency"
 USAGE_TABLE = "affect_quota"
-
-
-def _table(schema: str, name: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
-
-
-def ledger(schema: str) -> PostgresLedger:
-    return PostgresLedger(_table(schema, LEDGER_TABLE), f"{LEDGER_TABLE}_expiry")
-
-
-def usage(schema: str) -> TenantUsageTable:
-    """The per-tenant usage of the keys in ``schema``."""
-    return TenantUsageTable(schema, USAGE_TABLE, CURRENT, "history_bytes")
+# The ledger, and the per-tenant usage of the keys (bifrost.quota).
+TABLES = PlaneTables(LEDGER_TABLE, USAGE_TABLE, CURRENT, "history_bytes")
 
 
 def migrations(schema: str) -> list[Migration]:
     """The migrations of an affect store in ``schema``."""
-    current = _table(schema, CURRENT)
+    current = qualified(schema, CURRENT)
     v1 = sql.SQL(
         "CREATE TABLE {current} ("
         ' key text COLLATE "C" PRIMARY KEY, {scope},'
@@ -83,14 +70,14 @@ def migrations(schema: str) -> list[Migration]:
     ).format(
         current=current,
         scope=scope_column_definitions(),
-        history=_table(schema, HISTORY),
+        history=qualified(schema, HISTORY),
         indexes=sql.SQL("; ").join(
             sql.SQL("CREATE INDEX {i} ON {t} ({c}, key) WHERE {c} IS NOT NULL").format(
                 i=sql.Identifier(f"{CURRENT}_{column}"), t=current, c=sql.Identifier(column)
             )
             for column in AXIS_COLUMNS.values()
         ),
-        ledger=ledger(schema).create_sql(),
+        ledger=TABLES.ledger_in(schema).create_sql(),
     )
 
     def v2(cur: Cursor[Any]) -> None:
@@ -101,9 +88,9 @@ def migrations(schema: str) -> list[Migration]:
                 " UPDATE {current} AS c SET history_bytes = h.b FROM (SELECT key,"
                 " sum(octet_length(record_json)) AS b FROM {history} GROUP BY key) AS h"
                 " WHERE h.key = c.key"
-            ).format(current=current, history=_table(schema, HISTORY))
+            ).format(current=current, history=qualified(schema, HISTORY))
         )
-        usage(schema).create(cur)
+        TABLES.usage_in(schema).create(cur)
 
     return [
         Migration(1, "current state, history, scope columns, ledger", v1),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from psycopg import Cursor, sql
 
@@ -40,26 +40,24 @@ from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import portability
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
-from ratatoskr.postgres.erase import forget_rows, granted, locked_scopes_sql
+from ratatoskr.postgres.erase import delete_granted, forget_rows, locked_scopes_sql
 from ratatoskr.postgres.scope import (
-    AXIS_COLUMNS,
-    FilterShape,
+    StatementCache,
     conjunction_sql,
     conjunctions,
     filter_params,
     filter_shape,
-    scope_columns,
-    scope_from_columns,
+    scope_arrays,
+    scope_column_list,
+    scope_sets,
+    scopes_by_key,
 )
 from ratatoskr.postgres.store import SchemaStore
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.writes import Replaced, grant_params, grant_predicate, revisions_before
 
-__all__ = ["PostgresAffectStore", "open_postgres_affect_store"]
+__all__ = ["AffectStoreOptions", "PostgresAffectStore", "open_postgres_affect_store"]
 
-_AXES = tuple(AXIS_COLUMNS.values())
-# Rendered list statements kept per store (per filter shape).
-_STATEMENT_CACHE = 128
 # Module-level because the class's ``list`` verb shadows the builtin inside it.
 _Items = list[dict[str, Any]]
 _Records = dict[str, dict[str, Any]]
@@ -86,22 +84,16 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         quota: Quota = NO_QUOTA,
     ) -> None:
         check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
-        SchemaStore.__init__(
-            self,
-            db,
-            affect_schema.ledger(db.schema),
-            clock,
-            quota=quota,
-            usage=affect_schema.usage(db.schema),
-        )
+        SchemaStore.__init__(self, db, affect_schema.TABLES, clock, quota)
         self.max_batch = max_batch
         self.max_page = max_page
         self.max_scope_any = max_scope_any
-        cur_t = db.table(affect_schema.CURRENT)
-        hist_t = db.table(affect_schema.HISTORY)
-        self._current = cur_t
-        self._list_by_shape: dict[FilterShape, bytes] = {}
-        axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
+        self._current = db.table(affect_schema.CURRENT)
+        self._list_by_shape = StatementCache()
+        self._compose_writes(self._current, db.table(affect_schema.HISTORY))
+        self._compose_reads(self._current, db.table(affect_schema.HISTORY))
+
+    def _compose_writes(self, cur_t: sql.Composed, hist_t: sql.Composed) -> None:
         # unnest keeps the arrays' order and ORDER BY makes it the write (and lock) order.
         self._upsert_sql = sql.SQL(
             "INSERT INTO {t} AS c (key, {axes}, revision, record_json, recorded_at,"
@@ -113,16 +105,9 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
             # A key's quota usage: the bytes of every revision it keeps.
             " history_bytes = c.history_bytes + EXCLUDED.history_bytes"
             " WHERE {inside} RETURNING key, revision"
-        ).format(
-            t=cur_t,
-            axes=axes,
-            sets=sql.SQL(", ").join(
-                sql.SQL("{a} = EXCLUDED.{a}").format(a=sql.Identifier(a)) for a in _AXES
-            ),
-            inside=grant_predicate("c"),
-        )
+        ).format(t=cur_t, axes=scope_column_list(), sets=scope_sets(), inside=grant_predicate("c"))
         self._scopes_sql = sql.SQL("SELECT key, {axes} FROM {t} WHERE key = ANY(%b)").format(
-            t=cur_t, axes=axes
+            t=cur_t, axes=scope_column_list()
         )
         self._history_sql = on_table(
             hist_t,
@@ -130,6 +115,13 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
             " SELECT u.k, u.v, u.r, %s FROM unnest(%b::text[], %b::bigint[], %b::text[])"
             " AS u(k, v, r)",
         )
+        self._lock_sql = locked_scopes_sql(cur_t, "key")
+        self._delete_current_sql = on_table(
+            cur_t, "DELETE FROM {t} WHERE key = ANY(%b) RETURNING key"
+        )
+        self._delete_history_sql = on_table(hist_t, "DELETE FROM {t} WHERE key = ANY(%b)")
+
+    def _compose_reads(self, cur_t: sql.Composed, hist_t: sql.Composed) -> None:
         self._fetch_sql = on_table(
             cur_t, "SELECT key, record_json, revision, recorded_at FROM {t} WHERE key = ANY(%b)"
         )
@@ -138,11 +130,6 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
             "SELECT revision, record_json, recorded_at FROM {t}"
             " WHERE key = %s AND revision < %s ORDER BY revision DESC LIMIT %s",
         )
-        self._lock_sql = locked_scopes_sql(cur_t, "key")
-        self._delete_current_sql = on_table(
-            cur_t, "DELETE FROM {t} WHERE key = ANY(%b) RETURNING key"
-        )
-        self._delete_history_sql = on_table(hist_t, "DELETE FROM {t} WHERE key = ANY(%b)")
 
     # -- descriptors -----------------------------------------------------------------
 
@@ -172,8 +159,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         keys = [to_db(it.key) for it in ordered]
         bodies = [canonical_json(it.record).decode("utf-8") for it in ordered]
         sizes = [len(body.encode("utf-8")) for body in bodies]
-        scopes = [scope_columns(it.scope) for it in ordered]
-        columns = [[s[a] for s in scopes] for a in range(len(_AXES))]
+        columns = scope_arrays([it.scope for it in ordered])
         grant = grant_params(request.grant)
 
         def perform(cur: Cursor[Any], now: float) -> Replaced:
@@ -186,8 +172,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
                 # Rows outside the grant (locked by the statement): the write is refused
                 # and rolled back, so no history row is appended.
                 rows = cur.execute(self._scopes_sql, (refused,), binary=True).fetchall()
-                scopes = {from_db(str(r[0])): scope_from_columns(r[1:]) for r in rows}
-                return Replaced(revisions_before(written, from_db), scopes)
+                return Replaced(revisions_before(written, from_db), scopes_by_key(rows, from_db))
             cur.execute(self._history_sql, (stamp, keys, [revisions[k] for k in keys], bodies))
             return Replaced(revisions_before(written, from_db), {})
 
@@ -198,22 +183,16 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         ``grant``, in one transaction: their current rows locked, the grant decided on
         the scopes read (:func:`ratatoskr.postgres.erase.granted`); how many existed
         inside it."""
-        wanted = sorted(map(to_db, keys))
-        if not wanted:
-            return 0
 
-        def delete(cur: Cursor[Any]) -> int:
-            # Current rows first: they are what writers lock, in the same key order.
-            chosen = granted(cur, self._lock_sql, wanted, grant)
-            if not chosen:
-                return 0
+        # Current rows first: they are what writers lock, in the same key order.
+        def delete(cur: Cursor[Any], chosen: list[str]) -> int:
             cur.execute(self._delete_current_sql, (chosen,))
             present = [str(r[0]) for r in cur.fetchall()]
             if present:
                 cur.execute(self._delete_history_sql, (present,))
             return len(present)
 
-        return self._db.run(delete, mode="write")
+        return delete_granted(self._db, self._lock_sql, keys, grant, delete)
 
     def forget(self, scope: Mapping[str, str], *, dry_run: bool = False) -> int:
         """Erase every key (whole history) whose scope contains ``scope``'s axes, in
@@ -292,10 +271,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
             " WHERE c.key IN (SELECT key FROM ({u}) AS u ORDER BY key LIMIT %s)"
             " ORDER BY c.key"
         ).format(t=self._current, u=union)
-        if len(self._list_by_shape) >= _STATEMENT_CACHE:
-            self._list_by_shape.clear()  # bounded: a caller can make shapes without end
-        rendered = self._list_by_shape[shape] = statement.as_bytes(None)
-        return rendered, params
+        return self._list_by_shape.put(shape, statement), params
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -321,38 +297,49 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         return {from_db(str(k)): _view(rj, rev, at) for k, rj, rev, at in rows}
 
 
+class AffectStoreOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`PostgresAffectStore`."""
+
+    max_batch: int
+    max_page: int
+    max_scope_any: int
+    clock: Callable[[], float]
+    quota: Quota
+
+
 def open_postgres_affect_store(
     dsn: str | Pool,
     *,
     schema: str = "ratatoskr_affect",
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_page: int = DEFAULT_MAX_PAGE,
-    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-    clock: Callable[[], float] = time.time,
     pool_options: PoolOptions | None = None,
-    quota: Quota = NO_QUOTA,
+    **options: Unpack[AffectStoreOptions],
 ) -> PostgresAffectStore:
     """Open (creating the schema and its tables on first use) the affect store in
     ``schema`` on the server of ``dsn`` — a libpq URI or key=value string, or an open
-    pool to share (then ``close()`` leaves it open). ``quota`` is the per-tenant quota
-    (``bifrost.quota``; a write past it raises QuotaExceeded, nothing written).
+    pool to share (then ``close()`` leaves it open). ``options`` go to
+    :class:`PostgresAffectStore`: ``quota`` is the per-tenant quota (``bifrost.quota``;
+    a write past it raises QuotaExceeded, nothing written).
 
     Raises ValueError for a bad schema name or limits; StorageUnavailable,
     ForeignDatabase, SchemaTooNew.
     """
-    check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
+    _check_limits(**options)  # before the schema is made: bad limits change nothing
     return open_schema(
         dsn,
-        lambda db: PostgresAffectStore(
-            db,
-            max_batch=max_batch,
-            max_page=max_page,
-            max_scope_any=max_scope_any,
-            clock=clock,
-            quota=quota,
-        ),
+        lambda db: PostgresAffectStore(db, **options),
         schema=schema,
         plane=affect_schema.PLANE,
         migrations=affect_schema.migrations(schema),
         pool_options=pool_options,
     )
+
+
+def _check_limits(
+    *,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_page: int = DEFAULT_MAX_PAGE,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    **_others: object,
+) -> None:
+    """The store's limits as it will check them (its defaults), before it exists."""
+    check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)

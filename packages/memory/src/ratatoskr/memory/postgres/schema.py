@@ -55,10 +55,9 @@ from bifrost.quota import record_size
 from ratatoskr.memory.postgres.retention import updated_at_index
 from ratatoskr.memory.records import StoredChunk
 from ratatoskr.postgres.extension import ensure_vector_extension
-from ratatoskr.postgres.ledger import PostgresLedger
-from ratatoskr.postgres.migrations import Migration
-from ratatoskr.postgres.quota import TenantUsageTable
+from ratatoskr.postgres.migrations import Migration, qualified
 from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_column_definitions
+from ratatoskr.postgres.store import PlaneTables
 
 __all__ = [
     "CHUNKS",
@@ -67,16 +66,17 @@ __all__ = [
     "COVERING_INDEX",
     "LEDGER_TABLE",
     "PLANE",
+    "TABLES",
     "USAGE_TABLE",
-    "ledger",
     "migrations",
-    "usage",
 ]
 
 PLANE = "memory"
 CHUNKS = "memory_chunks"
 LEDGER_TABLE = "memory_idempotency"
 USAGE_TABLE = "memory_quota"
+# The ledger, and the per-tenant usage of the chunks (bifrost.quota).
+TABLES = PlaneTables(LEDGER_TABLE, USAGE_TABLE, CHUNKS, "record_bytes")
 # Rows whose record_bytes migration 3 computes per statement.
 _MIGRATE_BATCH = 1000
 COVERING_INDEX = f"{CHUNKS}_tenant_vectors"
@@ -90,26 +90,13 @@ COVERED_TENANT_BYTES = 256
 COVERED_DIM_MAX = (2704 - 8 - (4 + COVERED_TENANT_BYTES) - (4 + 512) - 8 - 8 - 24) // 4
 
 
-def _table(schema: str, name: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
-
-
-def ledger(schema: str) -> PostgresLedger:
-    return PostgresLedger(_table(schema, LEDGER_TABLE), f"{LEDGER_TABLE}_expiry")
-
-
-def usage(schema: str) -> TenantUsageTable:
-    """The per-tenant usage of the chunks in ``schema``."""
-    return TenantUsageTable(schema, USAGE_TABLE, CHUNKS, "record_bytes")
-
-
 def migrations(schema: str, embedding_dim: int) -> list[Migration]:
     """The migrations of a memory store in ``schema`` (the dimension is fixed at creation)."""
     return [
         Migration(1, "chunks with unit vectors, scope columns, ledger", _v1(schema, embedding_dim)),
         Migration(2, "tenant index covering chunk_id and embedding", _v2(schema, embedding_dim)),
         Migration(3, "per-tenant usage for quotas", _v3(schema)),
-        Migration(4, "write-time index for retention", updated_at_index(_table(schema, CHUNKS))),
+        Migration(4, "write-time index for retention", updated_at_index(qualified(schema, CHUNKS))),
         Migration(5, "tenant index covering the write time too", _v5(schema, embedding_dim)),
     ]
 
@@ -117,7 +104,7 @@ def migrations(schema: str, embedding_dim: int) -> list[Migration]:
 def _v1(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
     def create(cur: Cursor[Any]) -> None:
         ext = ensure_vector_extension(cur)
-        t = _table(schema, CHUNKS)
+        t = qualified(schema, CHUNKS)
         cur.execute(
             sql.SQL(
                 "CREATE TABLE {t} ("
@@ -149,22 +136,44 @@ def _v1(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
                     i=sql.Identifier(f"{CHUNKS}_{column}"), t=t, c=sql.Identifier(column)
                 )
             )
-        cur.execute(ledger(schema).create_sql())
+        cur.execute(TABLES.ledger_in(schema).create_sql())
 
     return create
 
 
 def _v2(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
+    return _covering_index(schema, dim, ("chunk_id", "embedding"))
+
+
+def _v5(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
+    """Every read checks the write time (retention's ``LIVE_SQL``): without it in the
+    covering index a tenant's search could no longer be an index-only scan."""
+    return _covering_index(schema, dim, ("chunk_id", "embedding", "updated_at"), replace=True)
+
+
+def _covering_index(
+    schema: str, dim: int, include: tuple[str, ...], *, replace: bool = False
+) -> Callable[[Cursor[Any]], None]:
+    """Create :data:`COVERING_INDEX` carrying ``include`` (``replace``: dropping the one
+    there first); nothing when ``dim`` is past :data:`COVERED_DIM_MAX`."""
+
     def create(cur: Cursor[Any]) -> None:
+        if replace:
+            cur.execute(
+                sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(
+                    s=sql.Identifier(schema), i=sql.Identifier(COVERING_INDEX)
+                )
+            )
         if dim > COVERED_DIM_MAX:
             return  # an entry could exceed a btree's limit: inserts would fail
         cur.execute(
             sql.SQL(
-                "CREATE INDEX {i} ON {t} (tenant) INCLUDE (chunk_id, embedding)"
+                "CREATE INDEX {i} ON {t} (tenant) INCLUDE ({include})"
                 " WHERE tenant IS NOT NULL AND octet_length(tenant) <= {n}"
             ).format(
                 i=sql.Identifier(COVERING_INDEX),
-                t=_table(schema, CHUNKS),
+                t=qualified(schema, CHUNKS),
+                include=sql.SQL(", ").join(map(sql.Identifier, include)),
                 n=sql.Literal(COVERED_TENANT_BYTES),
             )
         )
@@ -172,32 +181,9 @@ def _v2(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
     return create
 
 
-def _v5(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
-    """Every read checks the write time (retention's ``LIVE_SQL``): without it in the
-    covering index a tenant's search could no longer be an index-only scan."""
-
-    def create(cur: Cursor[Any]) -> None:
-        t = _table(schema, CHUNKS)
-        cur.execute(
-            sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(
-                s=sql.Identifier(schema), i=sql.Identifier(COVERING_INDEX)
-            )
-        )
-        if dim > COVERED_DIM_MAX:
-            return  # an entry could exceed a btree's limit: inserts would fail
-        cur.execute(
-            sql.SQL(
-                "CREATE INDEX {i} ON {t} (tenant) INCLUDE (chunk_id, embedding, updated_at)"
-                " WHERE tenant IS NOT NULL AND octet_length(tenant) <= {n}"
-            ).format(i=sql.Identifier(COVERING_INDEX), t=t, n=sql.Literal(COVERED_TENANT_BYTES))
-        )
-
-    return create
-
-
 def _v3(schema: str) -> Callable[[Cursor[Any]], None]:
     def create(cur: Cursor[Any]) -> None:
-        t = _table(schema, CHUNKS)
+        t = qualified(schema, CHUNKS)
         cur.execute(
             sql.SQL("ALTER TABLE {t} ADD COLUMN record_bytes bigint NOT NULL DEFAULT 0").format(t=t)
         )
@@ -223,6 +209,6 @@ def _v3(schema: str) -> Callable[[Cursor[Any]], None]:
             ]
             cur.execute(update, (ids, sizes))
             last = ids[-1]
-        usage(schema).create(cur)
+        TABLES.usage_in(schema).create(cur)
 
     return create
