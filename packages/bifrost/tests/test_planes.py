@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
+from bifrost.affect import dispatch_affect_call
 from bifrost.client import BifrostClient
 from bifrost.consumer import (
     ConsumerRegistration,
@@ -20,6 +22,8 @@ from bifrost.consumer.testing.conformance import outcome
 from bifrost.consumer.testing.support import DIM, KEY, chunk
 from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION
+from bifrost.errors import BifrostError
+from bifrost.memory import dispatch_memory_call
 from bifrost.planes import AFFECT_PLANE, MEMORY_PLANE, PLANE_SPECS, WIRE_PLANES, plane_spec
 from bifrost.reference_server import JwtVerifier
 
@@ -59,6 +63,43 @@ def test_the_table_and_the_spec_agree_on_verbs_and_ids() -> None:
         assert spec.verbs["get_many"].required == {spec.ids_arg}
         assert spec.verbs["delete_many"].required == {spec.ids_arg}
         assert not set(spec.gated_verbs) & set(spec.verbs)
+
+
+def test_a_spec_whose_verb_table_names_no_ids_or_write_is_refused() -> None:
+    verbs = dict(AFFECT_PLANE.verbs)
+    with pytest.raises(ValueError, match="get_many must take one argument"):
+        replace(AFFECT_PLANE, verbs={v: s for v, s in verbs.items() if v != "get_many"})
+    with pytest.raises(ValueError, match="one verb taking records"):
+        replace(AFFECT_PLANE, verbs={**verbs, "append": verbs["put_many"]})
+
+
+_ENVELOPES = [
+    ("get", {"chunk_id": "absent"}),
+    ("get", {"key": "absent"}),
+    ("get_many", {"ids": ["a", "a"]}),
+    ("mark_invalid", {"ids": ["a"]}),
+    ("no_such_verb", {}),
+    ("put_many", {"records": []}),
+    ("upsert_many", {"records": "x"}),
+]
+
+
+@pytest.mark.parametrize(("verb", "args"), _ENVELOPES)
+def test_the_specs_dispatch_is_the_planes_own(verb: str, args: dict[str, object]) -> None:
+    env = {"wire_version": WIRE_VERSION, "call_id": "c", "verb": verb, "args": args}
+    for spec, own, store in (
+        (MEMORY_PLANE, dispatch_memory_call, InMemoryMemoryStore(DIM)),
+        (AFFECT_PLANE, dispatch_affect_call, InMemoryAffectStore()),
+    ):
+        ctx = DispatchContext(actor="a", plane=spec.name)
+        assert _answer(spec.dispatch, store, env, ctx) == _answer(own, store, env, ctx)
+
+
+def _answer(dispatch: Any, store: object, env: dict[str, Any], ctx: DispatchContext) -> object:
+    try:
+        return dispatch(store, env, ctx)
+    except BifrostError as exc:
+        return (type(exc), str(exc))
 
 
 @pytest.mark.parametrize(
