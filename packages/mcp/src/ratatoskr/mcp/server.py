@@ -138,21 +138,17 @@ def _tool_errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
     return run
 
 
-def build_server(
-    tools: MemoryTools,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    user_mode: UserMode | None = None,
-) -> FastMCP:
-    """A ``FastMCP`` server exposing ``tools``; ``host``/``port`` only matter to its
-    streamable HTTP app (the SDK turns on its DNS-rebinding checks for a loopback host).
-    ``user_mode`` (default: the tools') is what the tools' descriptions tell the LLM about
-    ``user_id``: ``pinned`` where every HTTP token is bound to a user."""
-    mode = user_mode or tools.user_mode
+class _ToolCalls:
+    """The five tools as the SDK sees them (each method's signature is the tool's input
+    schema): each passes its arguments, and the user the transport bound the call to,
+    to ``MemoryTools``."""
+
+    def __init__(self, tools: MemoryTools) -> None:
+        self._tools = tools
 
     @_tool_errors
     def remember(
+        self,
         ctx: Ctx,
         text: Annotated[str, Field(description="What to remember, in plain words.")],
         user_id: UserId = None,
@@ -163,12 +159,13 @@ def build_server(
         ] = None,
     ) -> RememberResult:
         """Store a new memory; returns its id."""
-        return tools.remember(
+        return self._tools.remember(
             text, user_id=user_id, agent_id=agent_id, metadata=metadata, as_user=bound_user(ctx)
         )
 
     @_tool_errors
     def recall(
+        self,
         ctx: Ctx,
         query: Annotated[str, Field(description="What to look for, in plain words.")],
         k: Annotated[int, Field(description="How many memories at most.", ge=1)] = 5,
@@ -183,12 +180,13 @@ def build_server(
         ] = None,
     ) -> RecallResult:
         """The memories closest in meaning to the query, best first, with their scores."""
-        return tools.recall(
+        return self._tools.recall(
             query, k=k, user_id=user_id, agent_id=agent_id, filter=filter, as_user=bound_user(ctx)
         )
 
     @_tool_errors
     def list_memories(
+        self,
         ctx: Ctx,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -198,25 +196,42 @@ def build_server(
         limit: Annotated[int, Field(description="Memories per page.", ge=1)] = 20,
     ) -> MemoryPage:
         """One page of memories; pass next_cursor back as cursor for the next page."""
-        return tools.list_memories(
+        return self._tools.list_memories(
             user_id=user_id, agent_id=agent_id, cursor=cursor, limit=limit, as_user=bound_user(ctx)
         )
 
     @_tool_errors
     def forget(
+        self,
         ctx: Ctx,
         memory_id: Annotated[str, Field(description="The id remember returned.")],
         user_id: UserId = None,
         agent_id: AgentId = None,
     ) -> ForgetResult:
         """Erase one memory; forgotten is false when no such memory is visible to this call."""
-        return tools.forget(memory_id, user_id=user_id, agent_id=agent_id, as_user=bound_user(ctx))
+        return self._tools.forget(
+            memory_id, user_id=user_id, agent_id=agent_id, as_user=bound_user(ctx)
+        )
 
     @_tool_errors
-    def forget_all(ctx: Ctx, user_id: UserId = None) -> ForgetAllResult:
+    def forget_all(self, ctx: Ctx, user_id: UserId = None) -> ForgetAllResult:
         """Erase every memory of one user (every agent's); returns how many were erased."""
-        return tools.forget_all(user_id, as_user=bound_user(ctx))
+        return self._tools.forget_all(user_id, as_user=bound_user(ctx))
 
+
+def build_server(
+    tools: MemoryTools,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    user_mode: UserMode | None = None,
+) -> FastMCP:
+    """A ``FastMCP`` server exposing ``tools``; ``host``/``port`` only matter to its
+    streamable HTTP app (the SDK turns on its DNS-rebinding checks for a loopback host).
+    ``user_mode`` (default: the tools') is what the tools' descriptions tell the LLM about
+    ``user_id``: ``pinned`` where every HTTP token is bound to a user."""
+    mode = user_mode or tools.user_mode
+    calls = _ToolCalls(tools)
     return FastMCP(
         SERVER_NAME,
         instructions=_INSTRUCTIONS_PINNED if mode == "pinned" else _INSTRUCTIONS,
@@ -225,6 +240,12 @@ def build_server(
         log_level="WARNING",
         tools=[
             _advertise_user(Tool.from_function(fn), mode)
-            for fn in (remember, recall, list_memories, forget, forget_all)
+            for fn in (
+                calls.remember,
+                calls.recall,
+                calls.list_memories,
+                calls.forget,
+                calls.forget_all,
+            )
         ],
     )

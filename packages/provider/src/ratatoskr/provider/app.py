@@ -69,6 +69,54 @@ def readyz_endpoint(probes: list[PlaneProbe]) -> Callable[[Request], Awaitable[J
     return readyz
 
 
+def _routes(
+    settings: Settings,
+    planes: tuple[Plane, ...],
+    apps: dict[Plane, Starlette],
+    readyz: Callable[[Request], Awaitable[JSONResponse]],
+    metrics: Metrics,
+) -> list[BaseRoute]:
+    """The probes' routes, then each plane mounted under ``/<plane>`` (at the root when
+    it is the only one)."""
+    # Every plane answers only to the names this deployment serves (DNS rebinding:
+    # a hostile page's own name resolving to 127.0.0.1); /healthz, /readyz and /metrics
+    # answer any name (a probe sends the pod's address) and hold no data.
+    hosts = settings.host_names()
+
+    def guarded(app: Starlette) -> ASGIApp:
+        return TrustedHostMiddleware(app, allowed_hosts=hosts, www_redirect=False)
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint(metrics, settings), methods=["GET"]),
+    ]
+    if len(planes) == 1:
+        routes.append(Mount("/", app=guarded(apps[planes[0]])))
+    else:
+        routes += [Mount(f"/{name}", app=guarded(apps[name])) for name in planes]
+    return routes
+
+
+def _lifespan(
+    apps: dict[Plane, Starlette], stores: OpenPlanes
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """Enters each plane app's lifespan (Starlette does not for mounted apps); closes
+    the stores at shutdown."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for sub in apps.values():
+                    await stack.enter_async_context(sub.router.lifespan_context(sub))
+                yield
+        finally:
+            stores.close()
+
+    return lifespan
+
+
 def build_provider_app(
     settings: Settings,
     planes: tuple[Plane, ...] = PLANES,
@@ -91,35 +139,8 @@ def build_provider_app(
     except BaseException:
         stores.close()
         raise
-    # Every plane answers only to the names this deployment serves (DNS rebinding:
-    # a hostile page's own name resolving to 127.0.0.1); /healthz, /readyz and /metrics
-    # answer any name (a probe sends the pod's address) and hold no data.
-    hosts = settings.host_names()
-
-    def guarded(app: Starlette) -> ASGIApp:
-        return TrustedHostMiddleware(app, allowed_hosts=hosts, www_redirect=False)
-
-    routes: list[BaseRoute] = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz_endpoint(probes), methods=["GET"]),
-        Route("/metrics", metrics_endpoint(metrics, settings), methods=["GET"]),
-    ]
-    if len(planes) == 1:
-        routes.append(Mount("/", app=guarded(apps[planes[0]])))
-    else:
-        routes += [Mount(f"/{name}", app=guarded(apps[name])) for name in planes]
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                for sub in apps.values():
-                    await stack.enter_async_context(sub.router.lifespan_context(sub))
-                yield
-        finally:
-            stores.close()
-
-    app = ProviderApp(routes=routes, lifespan=lifespan)
+    routes = _routes(settings, planes, apps, readyz_endpoint(probes), metrics)
+    app = ProviderApp(routes=routes, lifespan=_lifespan(apps, stores))
     app.state.planes = stores
     app.state.metrics = metrics
     # One log line and one count per request (observe.py), outermost.

@@ -27,7 +27,7 @@ from bifrost.scope import validate_record_scope
 from ratatoskr.provider.devmode import DEV_HOST, dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.export import run_export
-from ratatoskr.provider.forget import FORGET_PLANES, parse_scope, run_forget
+from ratatoskr.provider.forget import FORGET_PLANES, run_forget
 from ratatoskr.provider.import_ import run_import
 from ratatoskr.provider.operate import (
     OperationFailed,
@@ -36,7 +36,7 @@ from ratatoskr.provider.operate import (
     run_restore,
     run_stats,
 )
-from ratatoskr.provider.portable import PORTABLE_PLANES
+from ratatoskr.provider.portable import PORTABLE_PLANES, parse_scope
 from ratatoskr.provider.registry import PLANE_TABLE, PLANES
 from ratatoskr.provider.serving import bind_socket, configure_logging, serve
 from ratatoskr.provider.settings import (
@@ -240,7 +240,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     settings = load_settings(args.dev)
-    scope = parse_scope(args.scope)
+    scope = parse_scope(args.scope, at_least_one=True)
     planes = FORGET_PLANES if args.plane == "all" else (args.plane,)
     return run_forget(
         settings, planes, scope, dry_run=args.dry_run, vacuum_full=args.vacuum_full, out=sys.stdout
@@ -378,8 +378,8 @@ def _operator_commands(sub: Any) -> None:
     )
 
 
-def _data_commands(sub: Any) -> None:
-    """``export``, ``import`` and ``forget``."""
+def _portability_commands(sub: Any) -> None:
+    """``export`` and ``import``."""
     _command(
         sub,
         "export",
@@ -422,6 +422,9 @@ def _data_commands(sub: Any) -> None:
         "operator's action: it bypasses every tenant's grant and quota, so import only files "
         "you trust.",
     )
+
+
+def _forget_command(sub: Any) -> None:
     _command(
         sub,
         "forget",
@@ -455,7 +458,8 @@ def parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
     _token_command(sub)
     _operator_commands(sub)
-    _data_commands(sub)
+    _portability_commands(sub)
+    _forget_command(sub)
     _mcp_command(sub)
     return p
 

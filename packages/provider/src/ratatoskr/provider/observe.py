@@ -237,24 +237,11 @@ class ObserveMiddleware:
     ) -> None:
         answer = _peek(body) if body else {}
         code, message = _error_of(answer) if status >= 400 else (None, None)
-        record = call.record
-        routes = self._routes.get(plane)
-        if routes is not None:
-            verb = inner if inner in routes else "other"
-            call_id = None
-        else:
-            verb = "other"
-            if record is not None:
-                # bifrost reports the verb as safe_name() renders it: quoted.
-                named = "handshake" if record.route == "handshake" else record.verb
-                named = named.strip("'") if named is not None else None
-                if named in self._verbs.get(plane, ()):
-                    verb = str(named)
-                code = record.error_code or code
-            call_id = loggable_id(record.call_id) if record is not None else None
+        own_wire = plane in self._routes
+        verb, code, call_id = self._identify(plane, inner, call.record, code)
         outcome = "ok" if status < 400 else (code or f"http_{status}")
         reason = message if status == 401 else None
-        if reason is None and status == 401 and routes is not None:
+        if reason is None and status == 401 and own_wire:
             reason = "api key missing or wrong"  # VMP's 401 has no body: one check
         result = answer.get("result") if status == 200 else None
         replayed = isinstance(result, dict) and result.get("replayed") is True
@@ -268,33 +255,7 @@ class ObserveMiddleware:
         }
         if reason is not None:
             fields["reason"] = reason
-        line = call.line
-        if line is not None:
-            # One duration per line: bifrost's own (measured inside the app) gives way
-            # to the middleware's, the one the fields and the metrics carry.
-            held = _args(line.args)
-            if isinstance(line.msg, str) and line.msg.endswith("duration_ms=%.1f") and held:
-                line.args = (*held[:-1], duration * 1000)
-            if reason is not None:
-                line.msg = f"{line.msg} reason=%s"
-                line.args = (*_args(line.args), reason)
-            setattr(line, CALL_FIELDS, fields)
-            logging.getLogger(line.name).handle(line)
-        else:
-            extra = {CALL_FIELDS: fields}
-            template = "%s call plane=%s verb=%s status=%d code=%s duration_ms=%.1f"
-            args: tuple[Any, ...] = (
-                plane if routes is not None else "request",
-                plane,
-                verb,
-                status,
-                fields["code"],
-                duration * 1000,
-            )
-            if reason is not None:
-                template += " reason=%s"
-                args += (reason,)
-            _log.info(template, *args, extra=extra)
+        _emit(call.line, fields, duration, plane if own_wire else "request")
         if self._metrics is not None:
             self._metrics.observe(
                 plane,
@@ -305,6 +266,55 @@ class ObserveMiddleware:
                 token_replayed=reason == "token replayed",
                 replayed=replayed,
             )
+
+    def _identify(
+        self, plane: str, inner: str, record: CallRecord | None, code: str | None
+    ) -> tuple[str, str | None, str | None]:
+        """A call's verb label, error code and loggable call id: a route template of a
+        plane with its own wire (no call id), else the verb bifrost reported."""
+        routes = self._routes.get(plane)
+        if routes is not None:
+            return (inner if inner in routes else "other"), code, None
+        if record is None:
+            return "other", code, None
+        # bifrost reports the verb as safe_name() renders it: quoted.
+        named = "handshake" if record.route == "handshake" else record.verb
+        named = named.strip("'") if named is not None else None
+        verb = str(named) if named in self._verbs.get(plane, ()) else "other"
+        return verb, record.error_code or code, loggable_id(record.call_id)
+
+
+def _emit(
+    line: logging.LogRecord | None, fields: dict[str, Any], duration: float, kind: str
+) -> None:
+    """Log the call's one line with its ``fields``: bifrost's held line when there is
+    one, else ``<kind> call plane=… verb=… …``."""
+    reason = fields.get("reason")
+    if line is not None:
+        # One duration per line: bifrost's own (measured inside the app) gives way
+        # to the middleware's, the one the fields and the metrics carry.
+        held = _args(line.args)
+        if isinstance(line.msg, str) and line.msg.endswith("duration_ms=%.1f") and held:
+            line.args = (*held[:-1], duration * 1000)
+        if reason is not None:
+            line.msg = f"{line.msg} reason=%s"
+            line.args = (*_args(line.args), reason)
+        setattr(line, CALL_FIELDS, fields)
+        logging.getLogger(line.name).handle(line)
+        return
+    template = "%s call plane=%s verb=%s status=%d code=%s duration_ms=%.1f"
+    args: tuple[Any, ...] = (
+        kind,
+        fields["plane"],
+        fields["verb"],
+        fields["status"],
+        fields["code"],
+        duration * 1000,
+    )
+    if reason is not None:
+        template += " reason=%s"
+        args += (reason,)
+    _log.info(template, *args, extra={CALL_FIELDS: fields})
 
 
 def _args(args: Any) -> tuple[Any, ...]:

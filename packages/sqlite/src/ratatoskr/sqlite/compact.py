@@ -104,34 +104,14 @@ def compact_with(
         before, free_before = file_bytes(path), _pragma(conn, "freelist_count")
     rebuilt: tuple[str, ...] = ()
     if prepare is not None:
-        with writer() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                rebuilt = tuple(prepare(conn))
-                conn.execute("COMMIT")
-            except BaseException:
-                if not conn.get_autocommit():
-                    conn.execute("ROLLBACK")
-                raise
+        with writer() as conn, _immediate(conn):
+            rebuilt = tuple(prepare(conn))
     with writer() as conn:
         incremental = _auto_vacuum(conn) == _AUTO_VACUUM_INCREMENTAL
         free = _pragma(conn, "freelist_count")
     if incremental and not full:
         method = "incremental_vacuum"
-        # Writers may free pages meanwhile: a bounded number of steps, not "until zero".
-        for _step in range(math.ceil(free / COMPACT_STEP_PAGES) + 1):
-            with writer() as conn:
-                if _pragma(conn, "freelist_count") == 0:
-                    break
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    # One page per step of the statement: it must be run to the end.
-                    conn.execute(f"PRAGMA incremental_vacuum({COMPACT_STEP_PAGES})").fetchall()
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if not conn.get_autocommit():
-                        conn.execute("ROLLBACK")
-                    raise
+        _incremental_steps(writer, free)
     else:
         method = "vacuum"
         with writer() as conn:
@@ -154,6 +134,34 @@ def compact_with(
 
 
 _AUTO_VACUUM_INCREMENTAL = 2
+
+
+def _incremental_steps(
+    writer: Callable[[], contextlib.AbstractContextManager[apsw.Connection]], free: int
+) -> None:
+    """Give ``free`` pages back, :data:`COMPACT_STEP_PAGES` per write transaction."""
+    # Writers may free pages meanwhile: a bounded number of steps, not "until zero".
+    for _step in range(math.ceil(free / COMPACT_STEP_PAGES) + 1):
+        with writer() as conn:
+            if _pragma(conn, "freelist_count") == 0:
+                return
+            with _immediate(conn):
+                # One page per step of the statement: it must be run to the end.
+                conn.execute(f"PRAGMA incremental_vacuum({COMPACT_STEP_PAGES})").fetchall()
+
+
+@contextlib.contextmanager
+def _immediate(conn: apsw.Connection) -> Iterator[None]:
+    """A write transaction on ``conn``: committed when the block ends, rolled back on
+    any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.get_autocommit():
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _pragma(conn: apsw.Connection, name: str) -> int:

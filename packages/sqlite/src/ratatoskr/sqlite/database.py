@@ -126,16 +126,7 @@ class Database:
         # disk and answers reads); the reserve applies from the first write after it.
         self._guard = None if self.is_memory else FileGuard(self._abspath)
         try:
-            if not self.is_memory and not self.options.readonly:
-                incremental_when_new(self._writer)
-            with self.write() as conn:
-                for key, wanted in (meta or {}).items():
-                    stored = read_meta(conn, key)
-                    if stored is not None and stored != wanted.value:
-                        raise SchemaMismatch(wanted.setting, stored, wanted.value)
-                apply_migrations(conn, plane, migrations)
-                for key, wanted in (meta or {}).items():
-                    ensure_meta(conn, key, wanted.value, setting=wanted.setting)
+            self._set_up(migrations, meta or {})
         except BaseException:
             self._writer.close()
             raise
@@ -146,6 +137,20 @@ class Database:
             if self.options.group_commit
             else None
         )
+
+    def _set_up(self, migrations: Sequence[Migration], meta: Mapping[str, MetaSetting]) -> None:
+        """Migrate the file, its fixed settings checked first (SchemaMismatch before
+        anything is written) and recorded."""
+        if not self.is_memory and not self.options.readonly:
+            incremental_when_new(self._writer)
+        with self.write() as conn:
+            for key, wanted in meta.items():
+                stored = read_meta(conn, key)
+                if stored is not None and stored != wanted.value:
+                    raise SchemaMismatch(wanted.setting, stored, wanted.value)
+            apply_migrations(conn, self.plane, migrations)
+            for key, wanted in meta.items():
+                ensure_meta(conn, key, wanted.value, setting=wanted.setting)
 
     @property
     def group(self) -> Group | None:
@@ -403,31 +408,12 @@ def inspect_database(
         return DatabaseReport(path=path, exists=False)
     mode = stat.S_IMODE(os.stat(path).st_mode)
     checked = check_limit is None or file_bytes(path) <= check_limit
-    # Not `connect`: no pragma may change the file. Read-write when allowed and no
-    # -wal file is there, because a read-only reader of a WAL database leaves -wal/-shm
-    # files behind, while the last read-write connection removes them on close, leaving
-    # the directory as it was. With a -wal file there (a writer running, or one that
-    # died), read-only: the last read-write connection would checkpoint it into the
-    # database and delete it on close, changing the file a look must leave alone.
-    writable = (
-        os.access(path, os.W_OK)
-        and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
-        and not os.path.exists(f"{path}-wal")
-    )
-    with translate_errors():
-        conn = apsw.Connection(
-            path, flags=apsw.SQLITE_OPEN_READWRITE if writable else apsw.SQLITE_OPEN_READONLY
-        )
+    conn = _open_to_look(path)
     try:
         with translate_errors():
             conn.set_busy_timeout(ConnectionOptions().busy_timeout_ms)
             load_sqlite_vec(conn)
-            if checked:
-                check = "quick_check" if quick else "integrity_check"
-                rows = conn.execute(f"PRAGMA {check}").fetchall()
-                integrity = "ok" if rows == [("ok",)] else "damaged"
-            else:
-                integrity = INTEGRITY_SKIPPED
+            integrity = _integrity(conn, quick=quick) if checked else INTEGRITY_SKIPPED
             meta = {k: v for k in keys if (v := read_meta(conn, k)) is not None}
             version = schema_version(conn, plane)
             planes = recorded_planes(conn)
@@ -444,6 +430,32 @@ def inspect_database(
             )
     finally:
         conn.close()
+
+
+def _open_to_look(path: str) -> apsw.Connection:
+    """A connection to ``path`` that leaves the file and its directory as they were."""
+    # Not `connect`: no pragma may change the file. Read-write when allowed and no
+    # -wal file is there, because a read-only reader of a WAL database leaves -wal/-shm
+    # files behind, while the last read-write connection removes them on close, leaving
+    # the directory as it was. With a -wal file there (a writer running, or one that
+    # died), read-only: the last read-write connection would checkpoint it into the
+    # database and delete it on close, changing the file a look must leave alone.
+    writable = (
+        os.access(path, os.W_OK)
+        and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        and not os.path.exists(f"{path}-wal")
+    )
+    with translate_errors():
+        return apsw.Connection(
+            path, flags=apsw.SQLITE_OPEN_READWRITE if writable else apsw.SQLITE_OPEN_READONLY
+        )
+
+
+def _integrity(conn: apsw.Connection, *, quick: bool) -> str:
+    """``ok`` or ``damaged``: SQLite's quick (or full) check of every page."""
+    check = "quick_check" if quick else "integrity_check"
+    rows = conn.execute(f"PRAGMA {check}").fetchall()
+    return "ok" if rows == [("ok",)] else "damaged"
 
 
 def same_file(a: str, b: str) -> bool:
