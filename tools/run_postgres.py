@@ -21,16 +21,15 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
+from provider_child import STOP_TIMEOUT, Provider
+
 DEFAULT_DATA_DIR = Path("var") / "pgserver"
-STOP_TIMEOUT = 30.0
 
 
 def _pgserver() -> Any:
@@ -81,22 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     # user's personal data: owner-only, whoever runs it (root's umask is 022).
     os.umask(0o077)
 
-    stop_requested: list[int] = []
-    child: subprocess.Popen[bytes] | None = None
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop_requested.append(signum)
-        if child is None or child.poll() is not None:
-            return
-        # The provider runs in a session of its own (a terminal's Ctrl-C reaches only
-        # this script), so it hears exactly one stop; a second Ctrl-C kills it.
-        if len(stop_requested) == 1:
-            child.send_signal(signal.SIGTERM)
-        else:
-            os.killpg(child.pid, signal.SIGKILL)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    provider = Provider()  # before the server: a Ctrl-C from here on stops cleanly
 
     # As root the wheel runs the server as a user of its own and opens every directory
     # above its data to group and others (g+rx, o+rx), var/ and the checkout included:
@@ -119,26 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             f"shell:\n  export RATATOSKR_MEMORY_DB='{dsn}' RATATOSKR_AFFECT_DB='{dsn}'",
             flush=True,
         )
-        if stop_requested:
-            return 0
-        child = subprocess.Popen(  # noqa: S603 - this interpreter, the user's own arguments
-            [sys.executable, "-m", "ratatoskr.provider", "serve", "--dev", *args.serve_args],
-            env=env,
-            start_new_session=True,
-        )
-        if stop_requested:  # a signal between the start and the assignment
-            child.send_signal(signal.SIGTERM)
-        try:
-            code = child.wait()
-        finally:
-            if child.poll() is None:
-                try:
-                    child.wait(STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    os.killpg(child.pid, signal.SIGKILL)
-                    child.wait()
-        print("run-postgres: provider stopped; stopping PostgreSQL, deleting its data", flush=True)
-        return 0 if stop_requested else code
+        return provider.serve(env, args.serve_args, "run-postgres")
     finally:
         server.cleanup()
         _remove_if_empty(args.data_dir)

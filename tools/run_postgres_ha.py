@@ -23,15 +23,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 from pathlib import Path
-from types import FrameType
+
+from provider_child import Provider
 
 from ratatoskr.postgres.cluster import Pair, start_pair
-
-STOP_TIMEOUT = 30.0
 
 
 def how_to_fail_over(pair: Pair) -> str:
@@ -64,22 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("serve_args", nargs="*", help="passed to `ratatoskr serve --dev`")
     args = parser.parse_args(argv)
 
-    stop_requested: list[int] = []
-    child: subprocess.Popen[bytes] | None = None
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop_requested.append(signum)
-        if child is None or child.poll() is not None:
-            return
-        # The provider runs in a session of its own: it hears exactly one stop; a
-        # second Ctrl-C kills it.
-        if len(stop_requested) == 1:
-            child.send_signal(signal.SIGTERM)
-        else:
-            os.killpg(child.pid, signal.SIGKILL)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    provider = Provider()  # before the servers: a Ctrl-C from here on stops cleanly
 
     if args.data_dir is not None:  # every run starts empty
         shutil.rmtree(args.data_dir, ignore_errors=True)
@@ -100,26 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.read_replica:
             env["RATATOSKR_MEMORY_READ_DB"] = pair.standby.dsn()
             env["RATATOSKR_AFFECT_READ_DB"] = pair.standby.dsn()
-        if stop_requested:
-            return 0
-        child = subprocess.Popen(  # noqa: S603 - this interpreter, the user's own arguments
-            [sys.executable, "-m", "ratatoskr.provider", "serve", "--dev", *args.serve_args],
-            env=env,
-            start_new_session=True,
-        )
-        if stop_requested:  # a signal between the start and the assignment
-            child.send_signal(signal.SIGTERM)
-        try:
-            code = child.wait()
-        finally:
-            if child.poll() is None:
-                try:
-                    child.wait(STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    os.killpg(child.pid, signal.SIGKILL)
-                    child.wait()
-        print("run-postgres-ha: provider stopped; stopping PostgreSQL, deleting its data")
-        return 0 if stop_requested else code
+        return provider.serve(env, args.serve_args, "run-postgres-ha")
     finally:
         pair.close()
 

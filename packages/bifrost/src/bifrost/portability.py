@@ -11,8 +11,10 @@ applies (an import is an operator's action on the whole plane).
 
 A batch is validated here before a store opens its transaction: every record by
 the very validation an upsert (``validate_upsert``) or a put (``validate_put``)
-runs, plus the store-owned fields. Inside the transaction a store reads what it
-holds under the batch's ids and asks :func:`plan_import` what to write:
+runs, plus the store-owned fields. Inside its transaction a store hands
+:func:`import_chunk_batch` / :func:`import_key_batch` what it holds under the
+batch's ids and writes what :func:`plan_import` chose (:class:`ChunkImportTx`,
+:class:`KeyImportTx`: its SQL, or its dicts, and nothing else):
 
 - a memory chunk whose ``written_at`` is already expired under the store's
   retention (:mod:`bifrost.memory.retention`) is skipped and counted as
@@ -40,8 +42,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import astuple, dataclass
+from typing import Any, Literal, Protocol
 
 from bifrost.affect.validation import ValidatedAffect, validate_put
 from bifrost.errors import BifrostError, InvalidArguments
@@ -52,9 +54,12 @@ from bifrost.writes import WriteRequest
 
 __all__ = [
     "ON_CONFLICT",
+    "ChunkImportTx",
     "ExportedChunk",
     "ExportedKey",
     "Held",
+    "HeldChunk",
+    "History",
     "ImportConflict",
     "ImportOutcome",
     "ImportPlan",
@@ -62,10 +67,13 @@ __all__ = [
     "ImportedChunks",
     "ImportedKey",
     "ImportedKeys",
+    "KeyImportTx",
     "OnConflict",
     "Revision",
-    "expired_entries",
+    "import_chunk_batch",
+    "import_key_batch",
     "plan_import",
+    "record_text",
     "same_history",
     "same_record",
     "validate_chunk_import",
@@ -122,12 +130,7 @@ class ImportOutcome:
     expired: int = 0
 
     def __add__(self, other: ImportOutcome) -> ImportOutcome:
-        return ImportOutcome(
-            self.written + other.written,
-            self.skipped + other.skipped,
-            self.replaced + other.replaced,
-            self.expired + other.expired,
-        )
+        return ImportOutcome(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,10 @@ class ExportedChunk:
     written_at: float
 
 
+# An affect key's history as a store reads it, oldest first: (revision, record, recorded_at).
+History = tuple[tuple[int, dict[str, Any], str], ...]
+
+
 @dataclass(frozen=True)
 class ExportedKey:
     """An affect key as an export reads it: its current revision and its whole history,
@@ -148,7 +155,7 @@ class ExportedKey:
 
     key: str
     revision: int
-    history: tuple[tuple[int, dict[str, Any], str], ...]
+    history: History
 
 
 def _revision(value: object, where: str) -> int:
@@ -293,6 +300,11 @@ def same_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return canonical_json(dict(a)) == canonical_json(dict(b))
 
 
+def record_text(record: Mapping[str, Any]) -> str:
+    """A record as the stores keep it: its canonical JSON, as text."""
+    return canonical_json(dict(record)).decode("utf-8")
+
+
 _Step = tuple[int, str, str]  # (revision, canonical record, recorded_at)
 
 
@@ -304,14 +316,6 @@ def same_history(held: Sequence[_Step], imported: Sequence[_Step]) -> bool:
         return False
     (rev, text, at), (mine, my_text, my_at) = held[-1], imported[-1]
     return list(held[:-1]) == list(imported[:-1]) and (text, at) == (my_text, my_at) and rev >= mine
-
-
-def expired_entries(batch: ImportedChunks, cutoff: float | None) -> set[int]:
-    """The indexes of ``batch`` whose ``written_at`` is expired under ``cutoff`` (the
-    destination's, read inside the import's transaction; None: nothing expires)."""
-    if cutoff is None:
-        return set()
-    return {i for i, at in enumerate(batch.written_at) if is_expired(at, cutoff)}
 
 
 @dataclass(frozen=True)
@@ -381,3 +385,112 @@ def plan_import(
     return ImportPlan(
         new, over, numbers, ImportOutcome(written, skipped, replaced, len(set(expired)))
     )
+
+
+@dataclass(frozen=True)
+class HeldChunk:
+    """A chunk a store holds under an id of an import batch: its record as written,
+    its revision and when it was last written (seconds since the epoch)."""
+
+    record: Mapping[str, Any]
+    revision: int
+    written_at: float
+
+
+class ChunkImportTx(Protocol):
+    """A memory store's side of one import batch, in its transaction: its retention
+    ``cutoff``, what it ``held`` under the ids (locked), and ``write``: ``plan.new``
+    inserted, ``plan.over`` written over, each with ``plan.revisions[i]`` (raising
+    ImportConflict if another writer created a new id since ``held``)."""
+
+    def cutoff(self) -> float | None: ...
+    def held(self, ids: Sequence[str]) -> Mapping[str, HeldChunk]: ...
+    def write(self, batch: ImportedChunks, plan: ImportPlan) -> None: ...
+
+
+def import_chunk_batch(
+    tx: ChunkImportTx,
+    batch: ImportedChunks,
+    on_conflict: OnConflict,
+    *,
+    allow_scope_change: bool = False,
+) -> ImportOutcome:
+    """One memory import batch inside the store's transaction ``tx``: what it holds
+    compared with the batch, :func:`plan_import` deciding, ``tx`` writing. Raises
+    ImportConflict, ImportScopeChange (nothing written)."""
+    items = batch.request.items
+    ids = list(batch.request.ids)
+    at = tx.cutoff()
+    expired = {i for i, w in enumerate(batch.written_at) if is_expired(w, at)}
+    found = tx.held(ids)
+    held: dict[str, Held] = {}
+    for i, cid in enumerate(ids):
+        h = found.get(cid)
+        if h is not None:
+            held[cid] = Held(
+                same=h.revision >= batch.revisions[i] and same_record(h.record, items[i].record),
+                revision=h.revision,
+                rescoped=h.record.get("scope") != dict(items[i].scope),
+                expired=is_expired(h.written_at, at),
+            )
+    plan = plan_import(
+        ids,
+        batch.revisions,
+        held,
+        on_conflict,
+        expired=expired,
+        allow_scope_change=allow_scope_change,
+    )
+    if plan.new or plan.over:
+        tx.write(batch, plan)
+    return plan.outcome
+
+
+class KeyImportTx(Protocol):
+    """An affect store's side of one import batch, in its transaction: the history it
+    ``held`` under each key of the batch (locked), and ``write``: the keys of
+    ``plan.over`` erased, then the histories of ``plan.new`` and ``plan.over`` written,
+    the newest revision numbered ``plan.revisions[i]`` (raising ImportConflict if
+    another writer created a new key since ``held``)."""
+
+    def held(self, keys: Sequence[str]) -> Mapping[str, History]: ...
+    def write(self, batch: ImportedKeys, plan: ImportPlan) -> None: ...
+
+
+def import_key_batch(
+    tx: KeyImportTx,
+    batch: ImportedKeys,
+    on_conflict: OnConflict,
+    *,
+    allow_scope_change: bool = False,
+) -> ImportOutcome:
+    """One affect import batch inside the store's transaction ``tx`` (see
+    :func:`import_chunk_batch`). Raises ImportConflict, ImportScopeChange (nothing
+    written)."""
+    keys = [k.key for k in batch.keys]
+    found = tx.held(keys)
+    held: dict[str, Held] = {}
+    for imported in batch.keys:
+        history = found.get(imported.key)
+        if history:
+            held[imported.key] = Held(
+                same=same_history(
+                    [(rev, record_text(rec), at) for rev, rec, at in history],
+                    [
+                        (r.revision, record_text(r.item.record), r.recorded_at)
+                        for r in imported.history
+                    ],
+                ),
+                revision=history[-1][0],
+                rescoped=history[-1][1].get("scope") != dict(imported.current.item.scope),
+            )
+    plan = plan_import(
+        keys,
+        [k.current.revision for k in batch.keys],
+        held,
+        on_conflict,
+        allow_scope_change=allow_scope_change,
+    )
+    if plan.new or plan.over:
+        tx.write(batch, plan)
+    return plan.outcome

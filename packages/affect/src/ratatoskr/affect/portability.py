@@ -20,113 +20,88 @@ from typing import Any
 
 import apsw
 
-from bifrost.jsoncodec import canonical_json
-from bifrost.portability import (
-    ExportedKey,
-    Held,
-    ImportedKeys,
-    ImportOutcome,
-    OnConflict,
-    plan_import,
-    same_history,
-)
+from bifrost import portability
 from bifrost.records import canonical_record
 from bifrost.scope import matches_scope
 from ratatoskr.affect.listing import load_record
 from ratatoskr.sqlite import Database, codec
+from ratatoskr.sqlite.keys import keyset_page, rows_in
 
 __all__ = ["export_page", "import_keys"]
 
-_SQL_CHUNK = 500
-_History = tuple[tuple[int, dict[str, Any], str], ...]
 
-
-def _histories(conn: apsw.Connection, key_ids: Sequence[int]) -> dict[int, _History]:
+def _histories(conn: apsw.Connection, key_ids: Sequence[int]) -> dict[int, portability.History]:
     """Every revision of each of ``key_ids``, oldest first."""
     out: dict[int, list[tuple[int, dict[str, Any], str]]] = {k: [] for k in key_ids}
-    for start in range(0, len(key_ids), _SQL_CHUNK):
-        part = tuple(key_ids[start : start + _SQL_CHUNK])
-        for key_id, revision, rj, at in conn.execute(
-            "SELECT key_id, revision, record_json, recorded_at FROM affect_history"
-            f" WHERE key_id IN ({','.join('?' * len(part))}) ORDER BY key_id, revision",
-            part,
-        ):
-            out[int(key_id)].append((int(revision), load_record(str(rj)), str(at)))
+    for key_id, revision, rj, at in rows_in(
+        conn,
+        "SELECT key_id, revision, record_json, recorded_at FROM affect_history"
+        " WHERE key_id IN ({keys}) ORDER BY key_id, revision",
+        key_ids,
+    ):
+        out[int(key_id)].append((int(revision), load_record(str(rj)), str(at)))
     return {k: tuple(v) for k, v in out.items()}
 
 
 def export_page(
     db: Database, after_key: str | None, limit: int, scope_all: Mapping[str, str]
-) -> tuple[list[ExportedKey], str | None]:
+) -> tuple[list[portability.ExportedKey], str | None]:
     """Up to ``limit`` keys after ``after_key`` in key order whose current scope contains
     ``scope_all``, each with its whole history (one read snapshot); and the cursor of
     the next page (None: done)."""
     with db.read() as conn:
-        rows = conn.execute(
-            "SELECT key, key_id, revision, scope_json FROM affect_current"
-            " WHERE key > ? ORDER BY key LIMIT ?",
-            ("" if after_key is None else after_key, limit),
-        ).fetchall()
+        rows, cursor = keyset_page(
+            conn, "affect_current", "key", "key_id, revision, scope_json", after_key, limit
+        )
         wanted = [
-            (str(key), int(key_id), int(rev))  # type: ignore[arg-type]
+            (str(key), int(key_id), int(rev))
             for key, key_id, rev, sj in rows
             if not scope_all or matches_scope(codec.loads(str(sj)), scope_all, None)
         ]
         histories = _histories(conn, [key_id for _k, key_id, _r in wanted])
-    out = [ExportedKey(key, rev, histories[key_id]) for key, key_id, rev in wanted]
-    return out, str(rows[-1][0]) if len(rows) == limit else None
+    out = [portability.ExportedKey(key, rev, histories[key_id]) for key, key_id, rev in wanted]
+    return out, cursor
 
 
-def _text(record: Mapping[str, Any]) -> str:
-    return canonical_json(dict(record)).decode("utf-8")
+class _ImportTx:
+    """One import batch's SQL inside ``BEGIN IMMEDIATE`` (bifrost.portability.KeyImportTx)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self._conn = conn
+        # What held() found: each key's first history row id and its current scope.
+        self._heads: dict[str, tuple[int, str]] = {}
+
+    def held(self, keys: Sequence[str]) -> dict[str, portability.History]:
+        for key, key_id, sj in rows_in(
+            self._conn,
+            "SELECT key, key_id, scope_json FROM affect_current WHERE key IN ({keys})",
+            keys,
+        ):
+            self._heads[str(key)] = (int(key_id), str(sj))
+        histories = _histories(self._conn, [h[0] for h in self._heads.values()])
+        return {key: histories[key_id] for key, (key_id, _s) in self._heads.items()}
+
+    def write(self, batch: portability.ImportedKeys, plan: portability.ImportPlan) -> None:
+        keys = [k.key for k in batch.keys]
+        if plan.over:
+            _erase(self._conn, [(keys[i], *self._heads[keys[i]]) for i in plan.over])
+        _write(self._conn, batch, sorted(plan.new + plan.over), plan.revisions)
 
 
 def import_keys(
     db: Database,
-    batch: ImportedKeys,
-    on_conflict: OnConflict,
+    batch: portability.ImportedKeys,
+    on_conflict: portability.OnConflict,
     *,
     allow_scope_change: bool = False,
-) -> ImportOutcome:
-    """Write ``batch``, each key with its whole history, in one transaction (see the
-    module docstring). Raises ImportConflict, ImportScopeChange (nothing written),
-    StorageError subclasses."""
-    keys = [k.key for k in batch.keys]
+) -> portability.ImportOutcome:
+    """One ``BEGIN IMMEDIATE`` transaction for ``batch``: bifrost decides, the SQL
+    above reads and writes. Raises ImportConflict, ImportScopeChange (nothing
+    written), StorageError subclasses."""
     with db.write() as conn:
-        heads: dict[str, tuple[int, str]] = {}
-        for start in range(0, len(keys), _SQL_CHUNK):
-            part = tuple(keys[start : start + _SQL_CHUNK])
-            for key, key_id, sj in conn.execute(
-                "SELECT key, key_id, scope_json FROM affect_current"
-                f" WHERE key IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                heads[str(key)] = (int(key_id), str(sj))
-        held = _histories(conn, [h[0] for h in heads.values()])
-        found: dict[str, Held] = {}
-        for imported in batch.keys:
-            head = heads.get(imported.key)
-            if head is None:
-                continue
-            mine = [(r.revision, _text(r.item.record), r.recorded_at) for r in imported.history]
-            theirs = [(rev, _text(rec), at) for rev, rec, at in held[head[0]]]
-            found[imported.key] = Held(
-                same=same_history(theirs, mine),
-                revision=theirs[-1][0],
-                rescoped=codec.loads(head[1]) != dict(imported.current.item.scope),
-            )
-        plan = plan_import(
-            keys,
-            [k.current.revision for k in batch.keys],
-            found,
-            on_conflict,
-            allow_scope_change=allow_scope_change,
+        return portability.import_key_batch(
+            _ImportTx(conn), batch, on_conflict, allow_scope_change=allow_scope_change
         )
-        if plan.over:
-            _erase(conn, [(keys[i], *heads[keys[i]]) for i in plan.over])
-        if plan.new or plan.over:
-            _write(conn, batch, sorted(plan.new + plan.over), plan.revisions)
-    return plan.outcome
 
 
 def _erase(conn: apsw.Connection, heads: Sequence[tuple[str, int, str]]) -> None:
@@ -143,7 +118,7 @@ def _erase(conn: apsw.Connection, heads: Sequence[tuple[str, int, str]]) -> None
 
 def _write(
     conn: apsw.Connection,
-    batch: ImportedKeys,
+    batch: portability.ImportedKeys,
     indexes: Sequence[int],
     numbers: Mapping[int, int],
 ) -> None:

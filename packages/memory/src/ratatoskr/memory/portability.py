@@ -22,27 +22,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import apsw
+import numpy as np
+import numpy.typing as npt
 
+from bifrost import portability
 from bifrost.jsoncodec import canonical_json
 from bifrost.memory.retention import is_expired
-from bifrost.portability import (
-    ExportedChunk,
-    Held,
-    ImportedChunks,
-    ImportOutcome,
-    OnConflict,
-    expired_entries,
-    plan_import,
-    same_record,
-)
 from bifrost.scope import matches_scope
 from ratatoskr.memory import changes
-from ratatoskr.memory.records import StoredChunk, stored_forms
+from ratatoskr.memory.records import StoredChunk, StoredForm, stored_forms
 from ratatoskr.sqlite import Database, codec
+from ratatoskr.sqlite.keys import keyset_page, rows_in
 
 __all__ = ["export_page", "import_chunks"]
 
-_SQL_CHUNK = 500
+# What an export reads of a chunk after its id.
+_EXPORTED = "scope_json, record_json, embedding_key, embedding_f64, revision, updated_at"
 
 
 def export_page(
@@ -51,20 +46,17 @@ def export_page(
     limit: int,
     scope_all: Mapping[str, str],
     cutoff: float | None,
-) -> tuple[list[ExportedChunk], str | None]:
+) -> tuple[list[portability.ExportedChunk], str | None]:
     """Up to ``limit`` chunks after ``after_id`` in id order (one read snapshot), those
     whose scope contains ``scope_all`` and not expired under ``cutoff`` (None: nothing
     expires); and the cursor of the next page (None: done)."""
     with db.read() as conn:
-        rows = conn.execute(
-            "SELECT chunk_id, scope_json, record_json, embedding_key, embedding_f64, revision,"
-            " updated_at FROM memory_chunks WHERE chunk_id > ? ORDER BY chunk_id LIMIT ?",
-            ("" if after_id is None else after_id, limit),
-        ).fetchall()
-    out: list[ExportedChunk] = []
+        rows, cursor = keyset_page(conn, "memory_chunks", "chunk_id", _EXPORTED, after_id, limit)
+    out: list[portability.ExportedChunk] = []
     scopes: dict[str, dict[str, str]] = {}
     for cid, sj, rj, key, blob, revision, updated_at in rows:
-        if is_expired(float(updated_at), cutoff):  # type: ignore[arg-type]
+        at = float(updated_at)
+        if is_expired(at, cutoff):
             continue
         if scope_all:
             text = str(sj)
@@ -73,95 +65,51 @@ def export_page(
                 scope = scopes[text] = codec.loads(text)
             if not matches_scope(scope, scope_all, None):
                 continue
-        stored = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision))  # type: ignore[arg-type]
-        out.append(ExportedChunk(str(cid), stored.record(), stored.revision, float(updated_at)))  # type: ignore[arg-type]
-    cursor = str(rows[-1][0]) if len(rows) == limit else None
+        stored = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision))
+        out.append(portability.ExportedChunk(str(cid), stored.record(), stored.revision, at))
     return out, cursor
 
 
-def _held(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[StoredChunk, float]]:
-    """The chunks held under ``ids``, each with its write time."""
-    out: dict[str, tuple[StoredChunk, float]] = {}
-    for start in range(0, len(ids), _SQL_CHUNK):
-        part = tuple(ids[start : start + _SQL_CHUNK])
-        for cid, rj, key, blob, revision, at in conn.execute(
+class _ImportTx:
+    """One import batch's SQL inside ``BEGIN IMMEDIATE`` (bifrost.portability.ChunkImportTx)."""
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        forms: list[StoredForm],
+        units: npt.NDArray[np.float32],
+        tombstone_retention: int,
+        cutoff: Callable[[], float | None],
+    ) -> None:
+        self._conn = conn
+        self._forms = forms
+        self._units = units
+        self._tombstone_retention = tombstone_retention
+        self.cutoff = cutoff
+
+    def held(self, ids: Sequence[str]) -> dict[str, portability.HeldChunk]:
+        out: dict[str, portability.HeldChunk] = {}
+        for cid, rj, key, blob, revision, at in rows_in(
+            self._conn,
             "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, updated_at"
-            f" FROM memory_chunks WHERE chunk_id IN ({','.join('?' * len(part))})",
-            part,
+            " FROM memory_chunks WHERE chunk_id IN ({keys})",
+            ids,
         ):
             chunk = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision))
-            out[str(cid)] = (chunk, float(at))
-    return out
+            out[str(cid)] = portability.HeldChunk(chunk.record(), chunk.revision, float(at))
+        return out
 
-
-def import_chunks(
-    db: Database,
-    batch: ImportedChunks,
-    on_conflict: OnConflict,
-    *,
-    embedding_dim: int,
-    tombstone_retention: int,
-    cutoff: Callable[[], float | None],
-    allow_scope_change: bool = False,
-) -> ImportOutcome:
-    """Write ``batch`` with its revisions and write times, in one transaction (see the
-    module docstring); ``cutoff`` reads the store's retention cutoff. Raises
-    ImportConflict, ImportScopeChange (nothing written), StorageError subclasses."""
-    items = batch.request.items
-    ids = list(batch.request.ids)
-    # Outside the transaction: the stored forms need nothing the database holds.
-    forms, units = stored_forms(items, embedding_dim)
-    with db.write() as conn:
-        at = cutoff()
-        found = _held(conn, ids)
-        held: dict[str, Held] = {}
-        for i, cid in enumerate(ids):
-            if cid not in found:
-                continue
-            stored, written_at = found[cid]
-            record = stored.record()
-            held[cid] = Held(
-                same=stored.revision >= batch.revisions[i] and same_record(record, items[i].record),
-                revision=stored.revision,
-                rescoped=record.get("scope") != dict(items[i].scope),
-                expired=is_expired(written_at, at),
-            )
-        plan = plan_import(
-            ids,
-            batch.revisions,
-            held,
-            on_conflict,
-            expired=expired_entries(batch, at),
-            allow_scope_change=allow_scope_change,
-        )
+    def write(self, batch: portability.ImportedChunks, plan: portability.ImportPlan) -> None:
+        conn, items, units = self._conn, batch.request.items, self._units
         new, over = plan.new, plan.over
-        if not new and not over:
-            return plan.outcome
         seq = changes.seq(conn) + 1
-        rows: list[tuple[Any, ...]] = []
-        for i in new + over:
-            form, chunk = forms[i], items[i]
-            origin = chunk.record.get("origin")
-            rows.append(
-                (
-                    form.record_json,
-                    form.embedding_key,
-                    form.embedding_f64,
-                    plan.revisions[i],
-                    codec.dumps(dict(sorted(chunk.scope.items()))),
-                    origin if isinstance(origin, str) else None,
-                    seq,
-                    batch.written_at[i],
-                    chunk.id,
-                )
-            )
-        inserted = rows[: len(new)]
-        if inserted:
+        rows = [self._row(batch, i, plan.revisions[i], seq) for i in new + over]
+        if new:
             conn.executemany(
                 "INSERT INTO memory_chunks (record_json, embedding_key, embedding_f64,"
                 " revision, scope_json, origin, seq, updated_at, chunk_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                inserted,
+                rows[: len(new)],
             )
             conn.executemany(
                 "INSERT INTO memory_vec (chunk_id, embedding) VALUES (?, ?)",
@@ -188,5 +136,45 @@ def import_chunks(
                 [(len(canonical_json(items[i].record)), items[i].id) for i in new + over],
             )
         changes.set_seq(conn, seq)
-        changes.prune(conn, at=seq, retention=tombstone_retention, limit=changes.PRUNE_PER_WRITE)
-    return plan.outcome
+        changes.prune(
+            conn, at=seq, retention=self._tombstone_retention, limit=changes.PRUNE_PER_WRITE
+        )
+
+    def _row(
+        self, batch: portability.ImportedChunks, i: int, revision: int, seq: int
+    ) -> tuple[Any, ...]:
+        form, chunk = self._forms[i], batch.request.items[i]
+        origin = chunk.record.get("origin")
+        return (
+            form.record_json,
+            form.embedding_key,
+            form.embedding_f64,
+            revision,
+            codec.dumps(dict(sorted(chunk.scope.items()))),
+            origin if isinstance(origin, str) else None,
+            seq,
+            batch.written_at[i],
+            chunk.id,
+        )
+
+
+def import_chunks(
+    db: Database,
+    batch: portability.ImportedChunks,
+    on_conflict: portability.OnConflict,
+    *,
+    embedding_dim: int,
+    tombstone_retention: int,
+    cutoff: Callable[[], float | None],
+    allow_scope_change: bool = False,
+) -> portability.ImportOutcome:
+    """One ``BEGIN IMMEDIATE`` transaction for ``batch``: bifrost decides, the SQL
+    above reads and writes. Raises ImportConflict, ImportScopeChange (nothing
+    written), StorageError subclasses."""
+    # Outside the transaction: the stored forms need nothing the database holds.
+    forms, units = stored_forms(batch.request.items, embedding_dim)
+    with db.write() as conn:
+        tx = _ImportTx(conn, forms, units, tombstone_retention, cutoff)
+        return portability.import_chunk_batch(
+            tx, batch, on_conflict, allow_scope_change=allow_scope_change
+        )

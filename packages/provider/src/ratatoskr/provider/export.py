@@ -16,7 +16,6 @@ sees half an export and a failed one leaves nothing; ``-`` writes to stdout.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -24,32 +23,13 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
-from bifrost.errors import InvalidArguments
-from bifrost.scope import validate_record_scope
 from ratatoskr.provider.operate import OperationFailed
-from ratatoskr.provider.portable import Progress, encode, header, open_store
+from ratatoskr.provider.portable import Progress, encode, header, open_store, parse_scope
 from ratatoskr.provider.settings import ConfigError, Plane, Settings
 
-__all__ = ["PAGE", "export_lines", "parse_scope", "run_export"]
+__all__ = ["PAGE", "export_lines", "run_export"]
 
 PAGE = 1000
-
-
-def parse_scope(text: str | None) -> dict[str, str]:
-    """``--scope``: a JSON object of known scope axes (``{}`` when not given). Raises
-    ConfigError."""
-    if text is None:
-        return {}
-    try:
-        scope = json.loads(text)
-    except json.JSONDecodeError:
-        raise ConfigError("--scope: not a JSON object") from None
-    if not isinstance(scope, dict):
-        raise ConfigError("--scope: not a JSON object")
-    try:
-        return validate_record_scope(scope, "--scope")
-    except InvalidArguments as exc:
-        raise ConfigError(exc.message) from None
 
 
 def export_lines(store: Any, plane: Plane, scope: dict[str, str]) -> Iterator[tuple[bytes, int]]:

@@ -12,34 +12,14 @@ checkpoint); on PostgreSQL the rows are dead tuples until VACUUM
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TextIO
 
-from bifrost.errors import InvalidArguments
-from bifrost.scope import validate_record_scope
 from ratatoskr.provider.pgoperate import pg_vacuum_full
 from ratatoskr.provider.portable import open_store
-from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
+from ratatoskr.provider.settings import Plane, Settings, is_dsn
 
 FORGET_PLANES: tuple[Plane, ...] = ("memory", "affect")
-
-
-def parse_scope(text: str) -> dict[str, str]:
-    """The ``--scope`` JSON: a non-empty object of lattice axes to non-empty strings
-    (validated like a scope grant). Raises ConfigError naming the flag, never a value."""
-    try:
-        scope = json.loads(text)
-    except json.JSONDecodeError:
-        raise ConfigError("--scope: not a JSON object") from None
-    if not isinstance(scope, dict):
-        raise ConfigError("--scope: not a JSON object")
-    if not scope:
-        raise ConfigError("--scope: give at least one axis (an empty scope would be every record)")
-    try:
-        return validate_record_scope(scope, "--scope")
-    except InvalidArguments as exc:
-        raise ConfigError(f"--scope: {exc.message}") from None
 
 
 def run_forget(

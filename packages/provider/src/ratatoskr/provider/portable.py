@@ -1,6 +1,6 @@
 """The export file of ``ratatoskr export`` / ``import``: JSON Lines, one header line and
-one line per record, and what both commands share (opening the configured store,
-a progress counter on a terminal).
+one line per record, and what the commands that move or erase a plane's records
+share (``--scope``, opening the configured store, a progress counter on a terminal).
 
 Format version 1 (every line canonical JSON: keys sorted, no spaces, UTF-8)::
 
@@ -28,6 +28,7 @@ refused.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import sys
 import time
@@ -35,7 +36,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from bifrost.errors import InvalidArguments
 from bifrost.jsoncodec import canonical_json
+from bifrost.scope import validate_record_scope
 from ratatoskr import postgres as pg
 from ratatoskr.provider.operate import OperationFailed
 from ratatoskr.provider.preflight import PG_POOL
@@ -52,6 +55,7 @@ __all__ = [
     "encode",
     "header",
     "open_store",
+    "parse_scope",
 ]
 
 FORMAT = "ratatoskr-export"
@@ -62,6 +66,26 @@ PORTABLE_PLANES: tuple[Plane, ...] = ("memory", "affect")
 def encode(obj: dict[str, Any]) -> bytes:
     """One line of the file (canonical JSON and a newline)."""
     return canonical_json(obj) + b"\n"
+
+
+def parse_scope(text: str | None, *, at_least_one: bool = False) -> dict[str, str]:
+    """``--scope``: a JSON object of scope-lattice axes to non-empty strings (``{}``
+    when not given); with ``at_least_one``, ``{}`` (every record) is refused. Raises
+    ConfigError naming the flag, never a value."""
+    if text is None:
+        return {}
+    try:
+        scope = json.loads(text)
+    except json.JSONDecodeError:
+        raise ConfigError("--scope: not a JSON object") from None
+    if not isinstance(scope, dict):
+        raise ConfigError("--scope: not a JSON object")
+    if at_least_one and not scope:
+        raise ConfigError("--scope: give at least one axis (an empty scope would be every record)")
+    try:
+        return validate_record_scope(scope, "--scope")
+    except InvalidArguments as exc:
+        raise ConfigError(exc.message) from None
 
 
 def header(settings: Settings, plane: Plane, scope: dict[str, str], now: float) -> dict[str, Any]:

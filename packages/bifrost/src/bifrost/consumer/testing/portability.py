@@ -10,24 +10,23 @@ count, but is not refused by a quota: it is an operator's action on the whole pl
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bifrost.jsoncodec import canonical_json
 from bifrost.memory.retention import is_expired
 from bifrost.memory.validation import unit_vector
 from bifrost.portability import (
     ExportedChunk,
     ExportedKey,
-    Held,
+    HeldChunk,
+    History,
     ImportedChunks,
     ImportedKeys,
     ImportOutcome,
+    ImportPlan,
     OnConflict,
-    expired_entries,
-    plan_import,
-    same_history,
-    same_record,
+    import_chunk_batch,
+    import_key_batch,
 )
 from bifrost.quota import record_size, tenant_of
 from bifrost.scope import matches_scope
@@ -56,6 +55,45 @@ def export_chunks(
     return out, ids[-1] if len(ids) == limit else None
 
 
+class _ChunkTx:
+    """An import batch under the memory store's lock (bifrost.portability.ChunkImportTx)."""
+
+    def __init__(self, store: InMemoryMemoryStore, chunk: Callable[..., Any]) -> None:
+        self._store = store
+        self._chunk = chunk
+        self.cutoff = store._cutoff
+
+    def held(self, ids: Sequence[str]) -> dict[str, HeldChunk]:
+        chunks = self._store._chunks
+        return {
+            cid: HeldChunk(c.record, c.revision, c.written_at)
+            for cid in ids
+            if (c := chunks.get(cid)) is not None
+        }
+
+    def write(self, batch: ImportedChunks, plan: ImportPlan) -> None:
+        store, items, ids = self._store, batch.request.items, batch.request.ids
+        sizes = batch.request.record_sizes()
+        chosen = sorted(plan.new + plan.over)
+        gone = [store._chunks[ids[i]] for i in plan.over]
+        store._usage.apply(
+            store._usage.after(
+                [(tenant_of(c.scope), -1, -c.size) for c in gone]
+                + [(tenant_of(items[i].scope), 1, sizes[i]) for i in chosen]
+            )
+        )
+        for i in chosen:
+            item = items[i]
+            store._chunks[item.id] = self._chunk(
+                copy.deepcopy(item.record),
+                dict(item.scope),
+                unit_vector(item.embedding),
+                plan.revisions[i],
+                sizes[i],
+                batch.written_at[i],
+            )
+
+
 def import_chunks(
     store: InMemoryMemoryStore,
     batch: ImportedChunks,
@@ -67,49 +105,9 @@ def import_chunks(
     """Write ``batch`` with its revisions and write times, under the store's lock, each
     as the store's ``chunk`` (its row type). Raises ImportConflict, ImportScopeChange
     (nothing written)."""
-    items = batch.request.items
-    ids = list(batch.request.ids)
     with store._lock:
-        cutoff = store._cutoff()
-        held = {cid: store._chunks[cid] for cid in ids if cid in store._chunks}
-        plan = plan_import(
-            ids,
-            batch.revisions,
-            {
-                cid: Held(
-                    same=c.revision >= batch.revisions[i]
-                    and same_record(c.record, items[i].record),
-                    revision=c.revision,
-                    rescoped=c.scope != dict(items[i].scope),
-                    expired=is_expired(c.written_at, cutoff),
-                )
-                for i, cid in enumerate(ids)
-                if (c := held.get(cid)) is not None
-            },
-            on_conflict,
-            expired=expired_entries(batch, cutoff),
-            allow_scope_change=allow_scope_change,
-        )
-        over = plan.over
-        sizes = batch.request.record_sizes()
-        chosen = sorted(plan.new + over)
-        store._usage.apply(
-            store._usage.after(
-                [(tenant_of(held[ids[i]].scope), -1, -held[ids[i]].size) for i in over]
-                + [(tenant_of(items[i].scope), 1, sizes[i]) for i in chosen]
-            )
-        )
-        for i in chosen:
-            item = items[i]
-            store._chunks[item.id] = chunk(
-                copy.deepcopy(item.record),
-                dict(item.scope),
-                unit_vector(item.embedding),
-                plan.revisions[i],
-                sizes[i],
-                batch.written_at[i],
-            )
-    return plan.outcome
+        tx = _ChunkTx(store, chunk)
+        return import_chunk_batch(tx, batch, on_conflict, allow_scope_change=allow_scope_change)
 
 
 def export_keys(
@@ -131,50 +129,31 @@ def export_keys(
     return out, keys[-1] if len(keys) == limit else None
 
 
-def import_keys(
-    store: InMemoryAffectStore,
-    batch: ImportedKeys,
-    on_conflict: OnConflict,
-    revision: Callable[..., Any],
-    *,
-    allow_scope_change: bool = False,
-) -> ImportOutcome:
-    """Write ``batch``, each key with its whole history, under the store's lock, each
-    revision as the store's ``revision`` (its row type). Raises ImportConflict,
-    ImportScopeChange (nothing written)."""
-    keys = [k.key for k in batch.keys]
-    with store._lock:
-        held: dict[str, Held] = {}
-        for imported in batch.keys:
-            revs = store._keys.get(imported.key)
-            if revs is not None:
-                held[imported.key] = Held(
-                    same=same_history(
-                        [(r.revision, _text(r.record), r.recorded_at) for r in revs],
-                        [
-                            (r.revision, _text(r.item.record), r.recorded_at)
-                            for r in imported.history
-                        ],
-                    ),
-                    revision=revs[-1].revision,
-                    rescoped=revs[-1].scope != dict(imported.current.item.scope),
-                )
-        plan = plan_import(
-            keys,
-            [k.current.revision for k in batch.keys],
-            held,
-            on_conflict,
-            allow_scope_change=allow_scope_change,
-        )
+class _KeyTx:
+    """An import batch under the affect store's lock (bifrost.portability.KeyImportTx)."""
+
+    def __init__(self, store: InMemoryAffectStore, revision: Callable[..., Any]) -> None:
+        self._store = store
+        self._revision = revision
+
+    def held(self, keys: Sequence[str]) -> dict[str, History]:
+        return {
+            key: tuple((r.revision, r.record, r.recorded_at) for r in revs)
+            for key in keys
+            if (revs := self._store._keys.get(key)) is not None
+        }
+
+    def write(self, batch: ImportedKeys, plan: ImportPlan) -> None:
+        store = self._store
         changes: list[tuple[str, int, int]] = []
         for i in plan.over:
-            revs = store._keys.pop(keys[i])
+            revs = store._keys.pop(batch.keys[i].key)
             changes.append((tenant_of(revs[-1].scope), -1, -sum(r.size for r in revs)))
         for i in sorted(plan.new + plan.over):
             imported = batch.keys[i]
             newest = len(imported.history) - 1
             revs = [
-                revision(
+                self._revision(
                     copy.deepcopy(r.item.record),
                     dict(r.item.scope),
                     plan.revisions[i] if j == newest else r.revision,
@@ -186,8 +165,19 @@ def import_keys(
             store._keys[imported.key] = revs
             changes.append((tenant_of(revs[-1].scope), 1, sum(r.size for r in revs)))
         store._usage.apply(store._usage.after(changes))
-    return plan.outcome
 
 
-def _text(record: Mapping[str, Any]) -> str:
-    return canonical_json(dict(record)).decode("utf-8")
+def import_keys(
+    store: InMemoryAffectStore,
+    batch: ImportedKeys,
+    on_conflict: OnConflict,
+    revision: Callable[..., Any],
+    *,
+    allow_scope_change: bool = False,
+) -> ImportOutcome:
+    """Write ``batch``, each key with its whole history, under the store's lock, each
+    revision as the store's ``revision`` (its row type). Raises ImportConflict,
+    ImportScopeChange (nothing written)."""
+    with store._lock:
+        tx = _KeyTx(store, revision)
+        return import_key_batch(tx, batch, on_conflict, allow_scope_change=allow_scope_change)

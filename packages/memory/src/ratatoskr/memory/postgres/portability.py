@@ -18,36 +18,25 @@ write time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from psycopg import Cursor, sql
 
+from bifrost import portability
 from bifrost.jsoncodec import canonical_json
-from bifrost.memory.retention import is_expired
-from bifrost.portability import (
-    ExportedChunk,
-    Held,
-    ImportConflict,
-    ImportedChunks,
-    ImportOutcome,
-    OnConflict,
-    expired_entries,
-    plan_import,
-    same_record,
-)
 from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
-from ratatoskr.memory.records import StoredChunk, stored_forms
+from ratatoskr.memory.records import StoredChunk, StoredForm, stored_forms
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.extension import vector_extension
-from ratatoskr.postgres.scope import AXIS_COLUMNS, conjunction_sql, scope_columns
+from ratatoskr.postgres.scope import AXIS_COLUMNS, conjunction_sql, scope_arrays, scope_column_list
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import VectorRows
 
 __all__ = ["export_page", "import_chunks"]
-
-_AXES = tuple(AXIS_COLUMNS.values())
 _COLUMNS = "chunk_id, record_json, embedding_key, embedding_f64, revision"
 
 
@@ -57,7 +46,7 @@ def export_page(
     limit: int,
     scope_all: Mapping[str, str],
     cutoff: float | None,
-) -> tuple[list[ExportedChunk], str | None]:
+) -> tuple[list[portability.ExportedChunk], str | None]:
     """Up to ``limit`` chunks after ``after_id`` in id order whose scope contains
     ``scope_all``, not expired under ``cutoff`` (None: nothing expires), in one
     statement; and the cursor of the next page (None: done)."""
@@ -70,7 +59,7 @@ def export_page(
     args = (after, *params, cutoff_param(cutoff), limit)
     rows = db.run(lambda cur: cur.execute(statement, args, binary=True).fetchall())
     out = [
-        ExportedChunk(
+        portability.ExportedChunk(
             from_db(str(cid)),
             StoredChunk(str(rj), None if key is None else str(key), blob, int(rev)).record(),
             int(rev),
@@ -82,110 +71,128 @@ def export_page(
     return out, cursor
 
 
+class _Statements:
+    """The import's statements for one table (rendered once per batch)."""
+
+    def __init__(self, db: PostgresDatabase, embedding_dim: int) -> None:
+        found = db.run(vector_extension)
+        if found is None:
+            raise RuntimeError("the vector extension vanished after the schema was created")
+        t = db.table(memory_schema.CHUNKS)
+        vector = sql.SQL("{}.vector").format(sql.Identifier(found[0]))
+        unnest = sql.SQL(
+            " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+            " %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::float8[], %b::bigint[])"
+            " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, v, w, b, o)"
+        )
+        vec = sql.SQL("(%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}").format(
+            dim=sql.Literal(embedding_dim), vector=vector
+        )
+        self.insert = sql.SQL(
+            "INSERT INTO {t} (chunk_id, {axes}, revision, record_json, embedding_key,"
+            " embedding_f64, embedding, updated_at, record_bytes)"
+            " SELECT u.i, u.e, u.g, u.n, u.a, u.v, u.r, u.k, u.f, {vec}, u.w, u.b{unnest}"
+            " ORDER BY u.o ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id"
+        ).format(t=t, axes=scope_column_list(), vec=vec, unnest=unnest)
+        self.update = sql.SQL(
+            "UPDATE {t} AS c SET {sets}, revision = u.v, record_json = u.r,"
+            " embedding_key = u.k, embedding_f64 = u.f, embedding = {vec}, updated_at = u.w,"
+            " record_bytes = u.b{unnest} WHERE c.chunk_id = u.i"
+        ).format(
+            t=t,
+            sets=sql.SQL(", ").join(
+                sql.SQL("{a} = u.{b}").format(a=sql.Identifier(a), b=sql.Identifier(b))
+                for a, b in zip(AXIS_COLUMNS.values(), ("e", "g", "n", "a"), strict=True)
+            ),
+            vec=vec,
+            unnest=unnest,
+        )
+        self.held = sql.SQL(
+            "SELECT " + _COLUMNS + ", updated_at FROM {t} WHERE chunk_id = ANY(%b)"
+            " ORDER BY chunk_id FOR UPDATE"
+        ).format(t=t)
+
+
+class _ImportTx:
+    """One import batch's SQL in its transaction (bifrost.portability.ChunkImportTx)."""
+
+    def __init__(
+        self,
+        cur: Cursor[Any],
+        statements: _Statements,
+        forms: list[StoredForm],
+        units: npt.NDArray[np.float32],
+        cutoff: Callable[[], float | None],
+    ) -> None:
+        self._cur = cur
+        self._sql = statements
+        self._forms = forms
+        self._units = units
+        self.cutoff = cutoff
+
+    def held(self, ids: Sequence[str]) -> dict[str, portability.HeldChunk]:
+        rows = self._cur.execute(self._sql.held, (sorted(map(to_db, ids)),), binary=True)
+        return {
+            from_db(str(cid)): portability.HeldChunk(
+                StoredChunk(str(rj), None if k is None else str(k), blob, int(rev)).record(),
+                int(rev),
+                float(written_at),
+            )
+            for cid, rj, k, blob, rev, written_at in rows.fetchall()
+        }
+
+    def write(self, batch: portability.ImportedChunks, plan: portability.ImportPlan) -> None:
+        ids = batch.request.ids
+        if plan.new:
+            # In stored-id order: the order rows are locked in, as upserts lock them.
+            new = sorted(plan.new, key=lambda i: to_db(ids[i]))
+            params = self._arrays(batch, plan, new)
+            self._cur.execute(self._sql.insert, params)
+            if len(self._cur.fetchall()) != len(new):
+                # Another writer created one of these ids since the read: a conflict.
+                raise portability.ImportConflict(min(new))
+        if plan.over:
+            over = sorted(plan.over, key=lambda i: to_db(ids[i]))
+            self._cur.execute(self._sql.update, self._arrays(batch, plan, over))
+
+    def _arrays(
+        self, batch: portability.ImportedChunks, plan: portability.ImportPlan, at: list[int]
+    ) -> tuple[Any, ...]:
+        items, forms = batch.request.items, self._forms
+        return (
+            VectorRows(self._units[at]),
+            [to_db(items[i].id) for i in at],
+            *scope_arrays([items[i].scope for i in at]),
+            [forms[i].record_json for i in at],
+            [forms[i].embedding_key for i in at],
+            [forms[i].embedding_f64 for i in at],
+            [plan.revisions[i] for i in at],
+            [batch.written_at[i] for i in at],
+            # What the record counts for in its tenant's usage (bifrost.quota).
+            [len(canonical_json(items[i].record)) for i in at],
+        )
+
+
 def import_chunks(
     db: PostgresDatabase,
-    batch: ImportedChunks,
-    on_conflict: OnConflict,
+    batch: portability.ImportedChunks,
+    on_conflict: portability.OnConflict,
     *,
     embedding_dim: int,
     cutoff: Callable[[], float | None],
     allow_scope_change: bool = False,
-) -> ImportOutcome:
-    """Write ``batch`` with its revisions and write times, in one transaction (see the
-    module docstring); ``cutoff`` reads the store's retention cutoff. Raises
-    ImportConflict, ImportScopeChange (nothing written), StorageError subclasses."""
-    items = batch.request.items
-    ids = list(batch.request.ids)
-    forms, units = stored_forms(items, embedding_dim)
-    found = db.run(vector_extension)
-    if found is None:
-        raise RuntimeError("the vector extension vanished after the schema was created")
-    t = db.table(memory_schema.CHUNKS)
-    vector = sql.SQL("{}.vector").format(sql.Identifier(found[0]))
-    axes = sql.SQL(", ").join(map(sql.Identifier, _AXES))
-    unnest = sql.SQL(
-        " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-        " %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::float8[], %b::bigint[])"
-        " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, v, w, b, o)"
-    )
-    vec = sql.SQL("(%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}").format(
-        dim=sql.Literal(embedding_dim), vector=vector
-    )
-    insert = sql.SQL(
-        "INSERT INTO {t} (chunk_id, {axes}, revision, record_json, embedding_key,"
-        " embedding_f64, embedding, updated_at, record_bytes)"
-        " SELECT u.i, u.e, u.g, u.n, u.a, u.v, u.r, u.k, u.f, {vec}, u.w, u.b{unnest}"
-        " ORDER BY u.o ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id"
-    ).format(t=t, axes=axes, vec=vec, unnest=unnest)
-    update = sql.SQL(
-        "UPDATE {t} AS c SET {sets}, revision = u.v, record_json = u.r, embedding_key = u.k,"
-        " embedding_f64 = u.f, embedding = {vec}, updated_at = u.w, record_bytes = u.b{unnest}"
-        " WHERE c.chunk_id = u.i"
-    ).format(
-        t=t,
-        sets=sql.SQL(", ").join(
-            sql.SQL("{a} = u.{b}").format(a=sql.Identifier(a), b=sql.Identifier(b))
-            for a, b in zip(_AXES, ("e", "g", "n", "a"), strict=True)
-        ),
-        vec=vec,
-        unnest=unnest,
-    )
-    held_sql = sql.SQL(
-        "SELECT " + _COLUMNS + ", updated_at FROM {t} WHERE chunk_id = ANY(%b)"
-        " ORDER BY chunk_id FOR UPDATE"
-    ).format(t=t)
-    numbers: dict[int, int] = {}
-
-    def arrays(indexes: list[int]) -> tuple[Any, ...]:
-        scopes = [scope_columns(items[i].scope) for i in indexes]
-        return (
-            VectorRows(units[indexes]),
-            [to_db(items[i].id) for i in indexes],
-            *([s[a] for s in scopes] for a in range(len(_AXES))),
-            [forms[i].record_json for i in indexes],
-            [forms[i].embedding_key for i in indexes],
-            [forms[i].embedding_f64 for i in indexes],
-            [numbers[i] for i in indexes],
-            [batch.written_at[i] for i in indexes],
-            # What the record counts for in its tenant's usage (bifrost.quota).
-            [len(canonical_json(items[i].record)) for i in indexes],
-        )
-
-    def perform(cur: Cursor[Any]) -> ImportOutcome:
-        rows = cur.execute(held_sql, (sorted(map(to_db, ids)),), binary=True).fetchall()
-        at = cutoff()
-        index = {cid: i for i, cid in enumerate(ids)}
-        held: dict[str, Held] = {}
-        for cid, rj, k, blob, rev, written_at in rows:
-            i = index[from_db(str(cid))]
-            record = StoredChunk(str(rj), None if k is None else str(k), blob, int(rev)).record()
-            held[ids[i]] = Held(
-                same=int(rev) >= batch.revisions[i] and same_record(record, items[i].record),
-                revision=int(rev),
-                rescoped=record.get("scope") != dict(items[i].scope),
-                expired=is_expired(float(written_at), at),
-            )
-        plan = plan_import(
-            ids,
-            batch.revisions,
-            held,
+) -> portability.ImportOutcome:
+    """``batch`` in one READ COMMITTED write transaction on the primary (a write slot,
+    bounded by ``sync_wait``: PostgresDatabase.run). Raises ImportConflict,
+    ImportScopeChange (nothing written), StorageError subclasses."""
+    forms, units = stored_forms(batch.request.items, embedding_dim)
+    statements = _Statements(db, embedding_dim)
+    return db.run(
+        lambda cur: portability.import_chunk_batch(
+            _ImportTx(cur, statements, forms, units, cutoff),
+            batch,
             on_conflict,
-            expired=expired_entries(batch, at),
             allow_scope_change=allow_scope_change,
-        )
-        new, over = plan.new, plan.over
-        numbers.update(plan.revisions)
-        if new:
-            # In stored-id order: the order rows are locked in, as upserts lock them.
-            new_sorted = sorted(new, key=lambda i: to_db(ids[i]))
-            params = arrays(new_sorted)
-            cur.execute(insert, (params[0], *params[1:]))
-            if len(cur.fetchall()) != len(new):
-                # Another writer created one of these ids since the read: a conflict.
-                raise ImportConflict(min(i for i in new))
-        if over:
-            params = arrays(sorted(over, key=lambda i: to_db(ids[i])))
-            cur.execute(update, params)
-        return plan.outcome
-
-    return db.run(perform, mode="write")
+        ),
+        mode="write",
+    )
