@@ -131,3 +131,31 @@ def test_the_handshake_lists_the_table() -> None:
     assert shake["capabilities"] == {"transaction_supported": False}
     with pytest.raises(InvalidArguments, match="serves the notes plane"):
         plane_handshake(NoteStore(), env("handshake", plane="memory"), ctx, plane="notes", verbs=())
+
+
+class ScopedNoteStore(NoteStore):
+    """A store that can tell stored scopes without reading records (``scopes_of``)."""
+
+    def get_many(self, ids: list[str]) -> list[dict[str, Any]]:
+        raise AssertionError("the grant is decided from the scopes alone")
+
+    def scopes_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
+        return {i: dict(self.notes[i]["scope"]) for i in ids if i in self.notes}
+
+
+def test_the_guard_decides_from_stored_scopes_and_names_the_batch_index() -> None:
+    store = ScopedNoteStore()
+    store.notes["n1"] = note("n1", "other")
+    with pytest.raises(Forbidden, match="existing record 1 lies outside"):
+        call(store, env("put_notes", "k1", records=[note("n2", "t"), note("n1", "t")]), GRANT)
+    assert store.writes == 0 and set(store.notes) == {"n1"}
+    assert call(store, env("put_notes", "k2", records=[note("n2", "t")]), GRANT)["written"] == 1
+
+
+def test_the_guard_by_get_many_names_the_batch_index_too() -> None:
+    store = NoteStore()
+    call(store, env("put_notes", "k1", records=[note("n1", "other")]))
+    with pytest.raises(Forbidden, match="existing record 2 lies outside"):
+        records = [note("n2", "t"), note("n3", "t"), note("n1", "t")]
+        call(store, env("put_notes", "k2", records=records), GRANT)
+    assert store.writes == 1

@@ -9,14 +9,19 @@ from typing import Any
 
 import pytest
 
+import bifrost.dispatch
+import bifrost.memory.validation
 from bifrost.affect.protocol import AFFECT_CAPABILITIES, AffectDataStore, AffectReads
 from bifrost.affect.validation import HistoryQuery, ListQuery
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
-from bifrost.errors import InvalidArguments
+from bifrost.context import DispatchContext
+from bifrost.errors import Forbidden, InvalidArguments, InvalidFilter
 from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.dispatch import dispatch_memory_call
 from bifrost.memory.protocol import MemoryReads, ScopeLookup
 from bifrost.memory.validation import ScanQuery, SearchQuery
 from bifrost.records import distinct_ids
+from bifrost.scope import validate_scope
 
 
 class Memory(MemoryReads):
@@ -175,3 +180,33 @@ def test_describe_store_is_the_plane_s_capability_dict_each_time_a_fresh_copy() 
     assert described == AFFECT_CAPABILITIES
     described["filterable_metadata_fields"].append("x")
     assert Affect().describe_store() == AFFECT_CAPABILITIES
+
+
+def test_dispatch_validates_a_search_once_with_the_grant(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return validate_scope(*args, **kwargs)
+
+    monkeypatch.setattr(bifrost.memory.validation, "validate_scope", counted)
+    monkeypatch.setattr(bifrost.dispatch, "validate_scope", counted)
+    store = InMemoryMemoryStore(embedding_dim=2)
+    ctx = DispatchContext(actor="a", scope={"tenant": "t"}, verb="upsert_many")
+    rec = {"id": "c1", "embedding": [1.0, 0.0], "scope": {"tenant": "t"}}
+    store.upsert_many([rec], idempotency_key="k", ctx=ctx)
+
+    def search(**args: Any) -> Any:
+        env = {"wire_version": "0.6", "call_id": "c", "verb": "search", "args": args}
+        return dispatch_memory_call(store, env, DispatchContext(actor="a", scope={"tenant": "t"}))
+
+    calls.clear()
+    rows = search(vector=[1.0, 0.0], top_k=1, scope_all={"tenant": "t"})
+    assert [r["chunk_id"] for r in rows] == ["c1"] and len(calls) == 1
+    # The wire's order holds: the scope and the grant before the vector.
+    with pytest.raises(InvalidFilter):
+        search(vector="bad", top_k=1, scope_all={"planet": "x"})
+    with pytest.raises(Forbidden):
+        search(vector="bad", top_k=1, scope_all={"tenant": "u"})
+    with pytest.raises(InvalidArguments, match="vector"):
+        search(vector="bad", top_k=1)

@@ -195,14 +195,15 @@ def guarded_write(
     the whole batch: its records' own scopes first, then — inside the write's
     transaction, where no other writer can come between the read and the write — the
     scopes of the records it would replace (``Forbidden``, nothing written). Nothing
-    is read here, so a malformed batch gets the same error whether its ids exist in
-    another tenant or not.
+    is read or validated here, so a malformed batch gets the same error whether its
+    ids exist in another tenant or not.
 
     Any other store is guarded here, before it is called: every record's scope and
-    the scope of every record its id already names must lie inside the grant. That
-    read is not in the store's transaction (a concurrent writer under another grant
-    can create the id in between), so such a store should check the grant in its
-    write itself. ``ids_of`` reads the ids of the records (raising
+    the stored scope of every record its id already names (read with the store's
+    ``scopes_of`` when it has one, else from ``get_many``) must lie inside the grant.
+    That read is not in the store's transaction (a concurrent writer under another
+    grant can create the id in between), so such a store should check the grant in
+    its write itself. ``ids_of`` reads the ids of the records (raising
     ``InvalidArguments`` for a record without a valid one).
     """
     args = env.args
@@ -212,8 +213,8 @@ def guarded_write(
         ids = ids_of(records)
         check_record_scopes(records)
         require_inside(records, grant, "record")
-        existing = store.get_many(ids) if ids else []
-        require_inside(existing, grant, "existing record")
+        if ids:
+            _require_existing_inside(ids, _stored_scopes(store, ids, ids_of), grant)
     return getattr(store, write)(
         args["records"],
         idempotency_key=env.idempotency_key,  # store validates
@@ -221,6 +222,29 @@ def guarded_write(
         expected_revisions=args.get("expected_revisions"),
         idempotency_class=env.idempotency_class,
     )
+
+
+def _stored_scopes(
+    store: Any, ids: list[str], ids_of: Callable[[list[dict[str, Any]]], list[str]]
+) -> Mapping[str, Mapping[str, Any]]:
+    """``{id: stored scope}`` of the ``ids`` that exist: from the scopes alone when the
+    store can tell them (``scopes_of``), else from the records ``get_many`` returns."""
+    scopes_of = getattr(store, "scopes_of", None)
+    if callable(scopes_of):
+        found: Mapping[str, Mapping[str, Any]] = scopes_of(ids)
+        return found
+    existing = store.get_many(ids)
+    return dict(zip(ids_of(existing), map(record_scope_of, existing), strict=True))
+
+
+def _require_existing_inside(
+    ids: Sequence[str], scopes: Mapping[str, Mapping[str, Any]], grant: Mapping[str, str]
+) -> None:
+    """Every id of ``ids`` that has a stored scope in ``scopes`` lies inside ``grant``;
+    ``Forbidden`` names the first other one by its batch index."""
+    for i, rid in enumerate(ids):
+        if rid in scopes and not inside_grant(scopes[rid], grant):
+            raise Forbidden(f"existing record {i} lies outside the token's scope grant")
 
 
 def plane_handshake(

@@ -30,7 +30,7 @@ around the (grant-agnostic) store, and returns the verb's result or raises a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from bifrost.context import DispatchContext
 from bifrost.dispatch import (
@@ -47,7 +47,7 @@ from bifrost.envelope import Envelope
 from bifrost.errors import UnsupportedVerb
 from bifrost.memory.capabilities import GATED_VERB_CAPABILITY
 from bifrost.memory.protocol import MemoryDataStore, MemoryReads, MemoryScan, ScopeLookup
-from bifrost.memory.validation import record_id, validate_id
+from bifrost.memory.validation import granted_search, record_id, validate_id
 from bifrost.scope import inside_grant
 
 __all__ = ["MEMORY_VERBS", "MEMORY_VERB_SPECS", "dispatch_memory_call", "memory_handshake"]
@@ -71,8 +71,26 @@ def _upsert(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     return guarded_write(store, env, ctx, ids_of=_chunk_ids, write="upsert_many")
 
 
+def _plain_search(store: MemoryDataStore) -> TypeGuard[MemoryReads]:
+    """Whether ``store`` searches as :class:`MemoryReads` does (validation, then
+    ``perform_search``): dispatch then validates the call once itself, the grant
+    included, and calls ``perform_search``. A store that overrides ``search`` is
+    called through it."""
+    return isinstance(store, MemoryReads) and type(store).search is MemoryReads.search
+
+
 def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     args = env.args
+    if _plain_search(store):  # validated once, the grant ANDed in on the way
+        query = granted_search(
+            args,
+            ctx.scope,
+            embedding_dim=store.embedding_dim,
+            max_top_k=store.max_top_k,
+            max_scope_any=store.max_scope_any,
+            filterable=store.filterable_fields,
+        )
+        return _visible_rows(store.perform_search(query), ctx.scope)
     scope_all, scope_any = granted_scope(store, args, ctx.scope)
     rows = store.search(
         args["vector"],
@@ -83,9 +101,14 @@ def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
         include=args.get("include"),
         fidelity_target=args.get("fidelity_target"),
     )
-    if ctx.scope:
-        rows = [r for r in rows if visible(r.get("chunk") or {}, ctx.scope)]
-    return rows
+    return _visible_rows(rows, ctx.scope)
+
+
+def _visible_rows(rows: list[dict[str, Any]], grant: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The search rows whose chunk the grant may see (all of them without a grant)."""
+    if not grant:
+        return rows
+    return [r for r in rows if visible(r.get("chunk") or {}, grant)]
 
 
 def _scan(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:

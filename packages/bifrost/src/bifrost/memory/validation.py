@@ -8,7 +8,7 @@ never by its content, embedding or scope values.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from bifrost.records import (
     validate_ids,
     validate_records_common,
 )
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, validate_scope
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, apply_grant, validate_scope
 from bifrost.writes import WriteRequest, build_write_request, validate_idempotency
 
 __all__ = [
@@ -252,14 +252,54 @@ def validate_search(
     (:func:`bifrost.memory.filters.validate_filter`: null or ``{}`` without any);
     ``include`` null or ``{"embedding": bool}``.
     """
+    vec, k = _vector_and_top_k(vector, top_k, embedding_dim, max_top_k)
+    all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
+    return _search_query(vec, k, all_, any_, metadata_filter, include, filterable)
+
+
+def granted_search(
+    args: Mapping[str, Any],
+    grant: Mapping[str, str],
+    *,
+    embedding_dim: int,
+    max_top_k: int,
+    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
+    filterable: Sequence[str] = (),
+) -> SearchQuery:
+    """The ``search`` of a call's ``args`` under ``grant``, validated once, in the
+    wire's order: the scope filter first, with the grant ANDed into ``scope_all``
+    (:func:`bifrost.scope.apply_grant`: ``Forbidden`` on a contradicting axis), then
+    the rest as :func:`validate_search` checks it."""
+    all_, any_ = validate_scope(args.get("scope_all"), args.get("scope_any"), max_any=max_scope_any)
+    all_ = apply_grant(all_, grant)
+    vec, k = _vector_and_top_k(args["vector"], args["top_k"], embedding_dim, max_top_k)
+    return _search_query(
+        vec, k, all_, any_, args.get("metadata_filter"), args.get("include"), filterable
+    )
+
+
+def _vector_and_top_k(
+    vector: object, top_k: object, embedding_dim: int, max_top_k: int
+) -> tuple[list[float], int]:
     vec = validate_embedding(vector, embedding_dim, "vector")
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise InvalidArguments("top_k must be an integer")
     if not 1 <= top_k <= max_top_k:
         raise InvalidArguments(f"top_k must be in 1..{max_top_k} (RATATOSKR_MAX_TOP_K)")
-    all_, any_ = validate_scope(scope_all, scope_any, max_any=max_scope_any)
+    return vec, top_k
+
+
+def _search_query(
+    vec: list[float],
+    top_k: int,
+    scope_all: dict[str, str],
+    scope_any: list[dict[str, str]],
+    metadata_filter: object,
+    include: object,
+    filterable: Sequence[str],
+) -> SearchQuery:
     mf = validate_filter(metadata_filter, filterable)
-    return SearchQuery(vec, top_k, all_, any_, _validate_include(include), mf)
+    return SearchQuery(vec, top_k, scope_all, scope_any, _validate_include(include), mf)
 
 
 def validate_scan(
