@@ -16,6 +16,7 @@ from bifrost.client import AsyncBifrostClient, BifrostClient
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.support import DIM, KEY, chunk
 from bifrost.context import DispatchContext
+from bifrost.errors import InvalidArguments
 from bifrost.memory.protocol import ScanArgs, SearchArgs
 from bifrost.store_base import WriteArgs, keywords
 
@@ -60,6 +61,18 @@ def test_store_verbs_refuse_a_misspelt_keyword_before_reading() -> None:
     with pytest.raises(TypeError, match="'scopeall'"):
         InMemoryAffectStore().list(scopeall={"tenant": "u"})  # type: ignore[call-arg]
     assert memory.scan(scope_all={"tenant": "u"}) == {"items": [], "next_after_id": None}
+
+
+def test_a_search_is_validated_with_the_stores_search_limits() -> None:
+    store = InMemoryMemoryStore(DIM, max_top_k=3)
+    assert store.search_limits == {
+        "embedding_dim": DIM,
+        "max_top_k": 3,
+        "max_scope_any": store.max_scope_any,
+        "filterable": (),
+    }
+    with pytest.raises(InvalidArguments, match=r"top_k must be in 1\.\.3"):
+        store.search([1.0] + [0.0] * (DIM - 1), top_k=4)
 
 
 def test_batch_writes_need_their_key_and_context_and_write_nothing_without() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, Protocol, Unpack, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from bifrost.memory.capabilities import StoreCapabilities
 from bifrost.memory.validation import (
@@ -34,6 +34,7 @@ __all__ = [
     "ScanArgs",
     "ScopeLookup",
     "SearchArgs",
+    "SearchLimits",
     "Selection",
     "memory_health",
 ]
@@ -53,6 +54,16 @@ class SearchArgs(Selection, total=False):
     ignored (search is always exact)."""
 
     fidelity_target: Any
+
+
+class SearchLimits(TypedDict):
+    """The limits of the store a search is validated with: the keywords
+    :func:`~bifrost.memory.validation.validate_search` takes after the call's own."""
+
+    embedding_dim: int
+    max_top_k: int
+    max_scope_any: int
+    filterable: Sequence[str]
 
 
 class ScanArgs(Selection, PageArgs, total=False):
@@ -204,16 +215,17 @@ class MemoryReads(abc.ABC):
         """
         given = keywords("search", args, SearchArgs)
         del given["fidelity_target"]
-        query = validate_search(
-            vector,
-            top_k,
-            **given,
-            embedding_dim=self.embedding_dim,
-            max_top_k=self.max_top_k,
-            max_scope_any=self.max_scope_any,
-            filterable=self.filterable_fields,
-        )
-        return self.perform_search(query)
+        return self.perform_search(validate_search(vector, top_k, **given, **self.search_limits))
+
+    @property
+    def search_limits(self) -> SearchLimits:
+        """The store's limits :meth:`search` validates with."""
+        return {
+            "embedding_dim": self.embedding_dim,
+            "max_top_k": self.max_top_k,
+            "max_scope_any": self.max_scope_any,
+            "filterable": self.filterable_fields,
+        }
 
     def scan(self, **args: Unpack[ScanArgs]) -> dict[str, Any]:
         """One keyset page of the records in scope (and filter), ascending ``chunk_id``
