@@ -9,26 +9,20 @@ valid backup or restore whose work fails (a full disk) is one line and status 1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from bifrost.client import mint_token
-from bifrost.errors import InvalidArguments
-from bifrost.names import one_of, safe_name
-from bifrost.planes import plane_spec
 from bifrost.portability import ON_CONFLICT
-from bifrost.scope import validate_record_scope
 from ratatoskr.provider.devmode import DEV_HOST, dev_settings
 from ratatoskr.provider.doctor import run_doctor
 from ratatoskr.provider.export import run_export
 from ratatoskr.provider.forget import FORGET_PLANES, run_forget
 from ratatoskr.provider.import_ import run_import
+from ratatoskr.provider.mint import mint_checked
 from ratatoskr.provider.operate import (
     OperationFailed,
     run_backup,
@@ -122,73 +116,10 @@ def _env_host() -> str | None:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    """Mint a token, refusing first whatever the provider would refuse it for, in the
-    provider's own words (``bifrost.auth``), plus what to change."""
-    settings = load_settings(args.dev)
-    verbs = ["handshake", *plane_spec(args.plane).verbs]
-    if args.verb not in verbs:
-        raise ConfigError(f"--verb: unknown verb {safe_name(args.verb)}{one_of(args.verb, verbs)}")
-    if args.lifetime <= 0:
-        raise ConfigError("--lifetime: token lifetime is not positive (give seconds, e.g. 60)")
-    if args.lifetime > settings.token_max_lifetime_s:
-        raise ConfigError(
-            f"--lifetime: token lifetime exceeds the maximum ({args.lifetime} > "
-            f"{settings.token_max_lifetime_s}, RATATOSKR_TOKEN_MAX_LIFETIME_S)"
-        )
-    try:
-        scope = json.loads(args.scope)
-    except json.JSONDecodeError:
-        raise ConfigError("--scope: not a JSON object") from None
-    if not isinstance(scope, dict):
-        raise ConfigError("--scope: not a JSON object")
-    try:
-        scope = validate_record_scope(scope, "--scope")
-    except InvalidArguments as exc:
-        raise ConfigError(f"token scope grant malformed: {exc.message}") from None
-    try:
-        body = Path(args.body).read_bytes() if args.body != "-" else sys.stdin.buffer.read()
-    except OSError as exc:
-        raise ConfigError(f"--body: cannot read {args.body} ({exc.strerror})") from None
-    _same_verb(body, args.verb)
-    try:
-        key = settings.heimdall_key_bytes()
-    except ConfigError as exc:
-        if args.dev or not str(exc).startswith("no Heimdall key"):
-            raise
-        raise ConfigError(
-            "no Heimdall key: set RATATOSKR_HEIMDALL_KEY or RATATOSKR_HEIMDALL_KEY_FILE to "
-            "the provider's key, or pass --dev for the key `serve --dev` uses "
-            "(var/dev-heimdall.key)"
-        ) from None
-    token = mint_token(
-        key,
-        plane=args.plane,
-        verb=args.verb,
-        body=body,
-        actor=args.actor,
-        scope=scope,
-        issuer=settings.issuer,
-        audience=settings.consumer_id,
-        lifetime_s=args.lifetime,
-    )
-    print(token)
+    """Mint a token, refusing first whatever the provider would refuse it for
+    (:mod:`ratatoskr.provider.mint`)."""
+    print(mint_checked(load_settings(args.dev), args))
     return 0
-
-
-def _same_verb(body: bytes, verb: str) -> None:
-    """A body that is an envelope naming another verb than ``--verb`` is refused as the
-    provider would refuse the token (a body that is no envelope is the provider's to
-    refuse)."""
-    try:
-        envelope = json.loads(body)
-    except ValueError:
-        return
-    named = envelope.get("verb") if isinstance(envelope, dict) else None
-    if isinstance(named, str) and named != verb:
-        raise ConfigError(
-            f"--verb: token minted for another verb (the body's verb is {safe_name(named)}, "
-            f"--verb is {safe_name(verb)})"
-        )
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
