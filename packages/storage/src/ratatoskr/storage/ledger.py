@@ -3,10 +3,12 @@
 A backend keeps the ledger in its own database, beside the writes of the same
 transaction (``ratatoskr.sqlite.IdempotencyLedger``,
 ``ratatoskr.postgres.PostgresLedger``); each takes the transaction's handle (an
-apsw connection, a psycopg cursor) as its first argument. :class:`LedgerTransaction`
-binds a ledger to one handle, which gives it the methods of bifrost's
-``bifrost.writes.Ledger`` (``lookup``, ``record``, ``prune``), so every store
-runs bifrost's one write path whatever its backend.
+apsw connection, a psycopg cursor) as its first argument. Bound to one handle, a
+ledger has the methods of bifrost's ``bifrost.writes.Ledger`` (``lookup``,
+``record``, ``prune``), so every store runs bifrost's one write path whatever its
+backend: :class:`LedgerTransaction` binds any :class:`HandleLedger` (PostgreSQL's);
+SQLite's ``IdempotencyLedger.within`` returns its own ``OpenLedger``, whose methods
+run their statements on the connection directly (one step, on every write).
 """
 
 from __future__ import annotations
