@@ -4,9 +4,10 @@
    in a memory store of ``--chunks`` chunks (``--dim``): its wall time, and the
    search latency of other tenants measured idle and while the forget runs (same
    process, same store, one searching thread).
-2. ``secure_delete`` ON vs OFF: ``upsert_many`` and ``delete_many`` throughput on two
-   fresh stores, batch by batch alternating between them (a shared disk's load falls
-   on both alike).
+2. ``secure_delete`` ON vs OFF: ``upsert_many`` and ``delete_many`` throughput on
+   fresh stores, batch by batch in turn (a shared disk's load falls on all alike),
+   wall and thread CPU; a third store is ON without the page-cache room an erasure
+   makes (the code before it).
 
     .venv/bin/python benchmarks/forget_bench.py                 # 100k chunks, 384 dims
     .venv/bin/python benchmarks/forget_bench.py --chunks 20000  # quicker
@@ -27,7 +28,7 @@ import numpy as np
 from bifrost.context import DispatchContext
 from ratatoskr.affect import open_affect_store
 from ratatoskr.memory import open_memory_store
-from ratatoskr.sqlite import ConnectionOptions
+from ratatoskr.sqlite import ConnectionOptions, erasure
 
 CTX = DispatchContext(actor="bench", scope={})
 VICTIM = {"tenant": "t-victim", "end_user": "victim"}
@@ -152,41 +153,58 @@ def forget_run(args: argparse.Namespace, tmp: Path) -> None:
 
 
 def secure_delete_run(args: argparse.Namespace, tmp: Path) -> None:
+    """OFF, ON, and ON without the page-cache room an erasure makes
+    (:func:`ratatoskr.sqlite.erasure.make_room`: SQLite's default 2 MB cache, as
+    before it), batch by batch in turn; thread CPU beside wall."""
+    room = erasure.make_room
+    configs = {"OFF": (False, True), "ON": (True, True), "ON, no room": (True, False)}
     stores = {
-        on: open_memory_store(
-            str(tmp / f"sd-{on}.db"),
+        name: open_memory_store(
+            str(tmp / f"sd-{i}.db"),
             embedding_dim=args.dim,
             options=ConnectionOptions(secure_delete=on),
         )
-        for on in (True, False)
+        for i, (name, (on, _room)) in enumerate(configs.items())
     }
     rng = np.random.default_rng(2)
-    up: dict[bool, list[float]] = {True: [], False: []}
-    rm: dict[bool, list[float]] = {True: [], False: []}
-    rm_cpu: dict[bool, float] = {True: 0.0, False: 0.0}
+    up: dict[str, list[float]] = {name: [] for name in configs}
+    rm: dict[str, list[float]] = {name: [] for name in configs}
+    rm_cpu: dict[str, float] = dict.fromkeys(configs, 0.0)
     batch = 500
     rounds = args.sd_chunks // batch
+    names = list(configs)
     for r in range(rounds):
         rows = chunks(r * batch, batch, args.dim, 0, rng)
-        for on in (True, False) if r % 2 == 0 else (False, True):
+        for name in names if r % 2 == 0 else names[::-1]:
             t = time.perf_counter()
-            stores[on].upsert_many(rows, idempotency_key=f"u{r}", ctx=CTX)
-            up[on].append(time.perf_counter() - t)
+            stores[name].upsert_many(rows, idempotency_key=f"u{r}", ctx=CTX)
+            up[name].append(time.perf_counter() - t)
     for r in range(rounds):
         ids = [f"c{i:07d}" for i in range(r * batch, (r + 1) * batch)]
-        for on in (True, False) if r % 2 == 0 else (False, True):
+        for name in names if r % 2 == 0 else names[::-1]:
+            erasure.make_room = room if configs[name][1] else (lambda conn, pages: None)
             t, c = time.perf_counter(), time.thread_time()
-            stores[on].delete_many(ids)
-            rm[on].append(time.perf_counter() - t)
-            rm_cpu[on] += time.thread_time() - c
+            stores[name].delete_many(ids)
+            rm[name].append(time.perf_counter() - t)
+            rm_cpu[name] += time.thread_time() - c
+    erasure.make_room = room
     print(f"secure_delete, {args.sd_chunks} chunks x {args.dim}, batches of {batch}:")
-    print("| verb | OFF rows/s | ON rows/s | ON cost |")
-    print("|---|---|---|---|")
+    print("| verb | OFF rows/s | ON rows/s | ON cost | ON, no room rows/s | its cost |")
+    print("|---|---|---|---|---|---|")
     for verb, res in (("upsert_many", up), ("delete_many", rm)):
-        off = batch / statistics.median(res[False])
-        on_ = batch / statistics.median(res[True])
-        print(f"| {verb} | {off:,.0f} | {on_:,.0f} | {100 * (off - on_) / off:+.1f}% |")
-    print(f"delete_many CPU s (deleting thread), OFF {rm_cpu[False]:.2f}, ON {rm_cpu[True]:.2f}")
+        rate = {name: batch / statistics.median(res[name]) for name in configs}
+        off = rate["OFF"]
+        print(
+            f"| {verb} | {off:,.0f} | {rate['ON']:,.0f} | {100 * (rate['ON'] - off) / off:+.1f}%"
+            f" | {rate['ON, no room']:,.0f} | {100 * (rate['ON, no room'] - off) / off:+.1f}% |"
+        )
+    cpu = ", ".join(f"{name} {rm_cpu[name]:.2f}" for name in configs)
+    print(f"delete_many CPU s (deleting thread): {cpu}")
+    off_cpu = rm_cpu["OFF"]
+    print(
+        f"delete_many CPU cost of ON: {100 * (rm_cpu['ON'] - off_cpu) / off_cpu:+.1f}%,"
+        f" without the room {100 * (rm_cpu['ON, no room'] - off_cpu) / off_cpu:+.1f}%"
+    )
     for s in stores.values():
         s.close()
 

@@ -35,6 +35,7 @@ import apsw
 
 from bifrost.writes import deletable
 from ratatoskr.memory import changes
+from ratatoskr.sqlite import erasure
 
 if TYPE_CHECKING:
     from ratatoskr.memory.index import VectorIndex
@@ -45,6 +46,11 @@ FORGET_BATCH = 500
 # Pause between two batches of one forget (a yield: other threads take the GIL and
 # the write lock).
 FORGET_PAUSE_S = 0.0
+# Pages of the page cache an erasing transaction keeps room for: each chunk's
+# freed leaf (zeroed: dirty until the commit) and its index and vec0 pages, beside a
+# vec0 vector chunk's overflow chain (see ratatoskr.sqlite.erasure.make_room).
+_ROOM_BASE_PAGES = 1024
+_ROOM_PAGES_PER_CHUNK = 4
 # Rounds a forget makes over what matched: chunks written into the scope while it
 # ran are erased by the next round; past this many it stops (and says how many).
 _FORGET_ROUNDS = 5
@@ -54,6 +60,7 @@ def remove_rows(conn: apsw.Connection, ids: Sequence[str], seq: int) -> None:
     """Delete the chunks ``ids`` (present ones), their vectors, and leave tombstones
     stamped ``seq``; inside the caller's write transaction."""
     rows = [(chunk_id,) for chunk_id in ids]
+    erasure.make_room(conn, _ROOM_BASE_PAGES + _ROOM_PAGES_PER_CHUNK * len(rows))
     conn.executemany("DELETE FROM memory_chunks WHERE chunk_id = ?", rows)
     conn.executemany("DELETE FROM memory_vec WHERE chunk_id = ?", rows)
     changes.bury(conn, ids, seq)
