@@ -31,6 +31,7 @@ import numpy.typing as npt
 from bifrost.memory.filters import MetadataFilter
 from ratatoskr.memory import quantized
 from ratatoskr.memory.records import unit_rows
+from ratatoskr.memory.residency import BUDGET, Released
 from ratatoskr.memory.segments import NO_ROWS, Rows, ScopeItems, scope_items
 from ratatoskr.memory.selection import Selection
 from ratatoskr.memory.sidecar import Image
@@ -83,6 +84,10 @@ class VectorIndex(Selection):
         # Selections of at most this many rows take the fine pass (tests set 0 or a
         # large number to run one path or the other on the same rows).
         self.fine_rows = fine_rows
+        # Mapped code arrays larger than this give back the pages searches read once
+        # that many bytes of rows were read (see residency.py; tests set it small).
+        self.map_budget = BUDGET
+        self._released: list[Released] = []
 
     # -- writes ------------------------------------------------------------------------
 
@@ -247,6 +252,33 @@ class VectorIndex(Selection):
         self._end = n
         self._err1_max, self._err2_max = image.err1_max, image.err2_max
         self.seq = image.seq
+        self._released = [
+            r
+            for arr in (self._codes, self._resid)
+            if (r := Released.of(arr, self._version, self.map_budget)) is not None
+        ]
+
+    def _give_back(self, start: int, stop: int) -> None:
+        """Hand the mapped pages of rows ``[start, stop)`` back to the kernel, while the
+        index has not written since it adopted the map (see residency.py)."""
+        for released in self._released:
+            if not released.still_clean(self._version):
+                self._released = []
+                return
+            released.read(start, stop)
+
+    def _run_dots(self, query: quantized.I8, start: int, stop: int) -> F64:
+        """Stage-1 products of the rows ``[start, stop)``: a block at a time when the
+        codes are a released map (so a whole-matrix scan maps one block at a time)."""
+        block = max(1, self.map_budget // self.dim)
+        if not self._released or stop - start <= block:
+            return quantized.int_dots(query, self._codes[start:stop])
+        parts: list[F64] = []
+        for low in range(start, stop, block):
+            high = min(stop, low + block)
+            parts.append(quantized.int_dots(query, self._codes[low:high]))
+            self._give_back(low, high)
+        return np.concatenate(parts)
 
     # -- search -------------------------------------------------------------------------
 
@@ -274,7 +306,7 @@ class VectorIndex(Selection):
             return NO_ROWS, _NO_SCORES
         if len(runs) == 1:
             start, stop = runs[0]
-            dots = quantized.int_dots(query.codes, self._codes[start:stop])
+            dots = self._run_dots(query.codes, start, stop)
             if rows is None:  # one run, every row live
                 rows = np.arange(start, stop, dtype=np.int64)
                 return rows, dots * (query.scale * self._scale[start:stop])
@@ -330,9 +362,13 @@ class VectorIndex(Selection):
             return []
         selected = runs[0][1] - runs[0][0] if gathered is None else gathered.size
         if selected <= self.fine_rows:
-            return self._fine(code, k, runs, gathered)
-        rows, scores = self._stage1(code, classes)
-        return self._narrow(code, k, rows, scores)
+            found = self._fine(code, k, runs, gathered)
+        else:
+            rows, scores = self._stage1(code, classes)
+            found = self._narrow(code, k, rows, scores)
+        if self._released:
+            self._give_back(runs[0][0], runs[-1][1])
+        return found
 
     def nearest_rows(self, query: Vector, k: int, rows: Rows) -> list[Candidate]:
         """:meth:`nearest` over the given ``rows`` (a filtered selection)."""
@@ -340,9 +376,13 @@ class VectorIndex(Selection):
             return []
         code = quantized.encode_query(query)
         if rows.size <= self.fine_rows:
-            return self._fine(code, k, [], rows)
-        dots = quantized.int_dots(code.codes, self._codes[rows])
-        return self._narrow(code, k, rows, dots * (code.scale * self._scale[rows]))
+            found = self._fine(code, k, [], rows)
+        else:
+            dots = quantized.int_dots(code.codes, self._codes[rows])
+            found = self._narrow(code, k, rows, dots * (code.scale * self._scale[rows]))
+        if self._released:
+            self._give_back(int(rows.min()), int(rows.max()) + 1)
+        return found
 
     def _narrow(
         self, code: quantized.QueryCode, k: int, rows: Rows, scores: F64
