@@ -24,6 +24,9 @@ class Failing:
         self.error = error
         self.embedding_dim = 64
 
+    def granted(self, grant: dict[str, str]) -> Failing:
+        return self
+
     def call(self, *args: Any, **kwargs: Any) -> Any:
         raise self.error
 

@@ -20,7 +20,7 @@ from .hash_embedder import HashEmbedder
 
 def _stored(backend: LocalBackend) -> list[tuple[str, str, str | None]]:
     """Every record of the file: id, content, end_user (what a refused call must not change)."""
-    page = backend.call("scan", {"limit": 1000, "include": {"embedding": False}}, {})
+    page = backend.granted({}).call("scan", {"limit": 1000, "include": {"embedding": False}})
     return sorted(
         (str(r["id"]), str(r["content"]), r["scope"].get("end_user")) for r in page["items"]
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
@@ -23,11 +24,27 @@ from ratatoskr.embed import Embedder, check_dimension
 from ratatoskr.memory import SqliteMemoryStore, open_memory_store
 from ratatoskr.storage.errors import SchemaMismatch
 
-__all__ = ["FORGET_PAGE", "LocalBackend", "MemoryBackend", "RemoteBackend", "open_local"]
+__all__ = [
+    "FORGET_PAGE",
+    "GrantedCalls",
+    "LocalBackend",
+    "MemoryBackend",
+    "RemoteBackend",
+    "open_local",
+]
 
 # Records a provider-side forget_all reads and deletes per round trip (the wire's default
 # scan page, within every server's max_page and max_batch).
 FORGET_PAGE = 100
+
+
+class GrantedCalls(Protocol):
+    """The memory plane as one grant sees it (bifrost's ``BifrostClient`` is one)."""
+
+    def call(self, verb: str, args: dict[str, Any], *, idempotency_key: str | None = None) -> Any:
+        """One verb's result; raises the verb's typed ``BifrostError`` (or a
+        ``StorageError`` from a local file)."""
+        ...
 
 
 class MemoryBackend(Protocol):
@@ -39,16 +56,8 @@ class MemoryBackend(Protocol):
         """The dimension of the store's embeddings."""
         ...
 
-    def call(
-        self,
-        verb: str,
-        args: dict[str, Any],
-        grant: dict[str, str],
-        *,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        """One verb's result; raises the verb's typed ``BifrostError`` (or a
-        ``StorageError`` from a local file)."""
+    def granted(self, grant: dict[str, str]) -> GrantedCalls:
+        """The plane under ``grant``: what its calls may see and change."""
         ...
 
     def forget(self, scope: dict[str, str]) -> int:
@@ -70,24 +79,8 @@ class LocalBackend:
     def embedding_dim(self) -> int:
         return self._store.embedding_dim
 
-    def call(
-        self,
-        verb: str,
-        args: dict[str, Any],
-        grant: dict[str, str],
-        *,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        envelope: dict[str, Any] = {
-            "wire_version": WIRE_VERSION,
-            "call_id": str(uuid.uuid4()),
-            "verb": verb,
-            "args": args,
-        }
-        if idempotency_key is not None:
-            envelope["idempotency_key"] = idempotency_key
-        ctx = DispatchContext(actor=self._actor, scope=dict(grant), verb=verb)
-        return dispatch_memory_call(self._store, envelope, ctx)
+    def granted(self, grant: dict[str, str]) -> _LocalCalls:
+        return _LocalCalls(self._store, self._actor, grant)
 
     def forget(self, scope: dict[str, str]) -> int:
         """The store's own erasure: batched, and no byte of what it erased left in the
@@ -96,6 +89,28 @@ class LocalBackend:
 
     def close(self) -> None:
         self._store.close()
+
+
+@dataclass(frozen=True)
+class _LocalCalls:
+    """Each call dispatched on the store as the provider dispatches a token's: by
+    ``actor``, under ``grant``."""
+
+    store: SqliteMemoryStore
+    actor: str
+    grant: dict[str, str]
+
+    def call(self, verb: str, args: dict[str, Any], *, idempotency_key: str | None = None) -> Any:
+        envelope: dict[str, Any] = {
+            "wire_version": WIRE_VERSION,
+            "call_id": str(uuid.uuid4()),
+            "verb": verb,
+            "args": args,
+        }
+        if idempotency_key is not None:
+            envelope["idempotency_key"] = idempotency_key
+        ctx = DispatchContext(actor=self.actor, scope=dict(self.grant), verb=verb)
+        return dispatch_memory_call(self.store, envelope, ctx)
 
 
 class RemoteBackend:
@@ -114,11 +129,11 @@ class RemoteBackend:
         self._base_url = base_url
         self._key = key
         self._actor = actor
-        # One connection pool for every call; a client object per call carries its grant.
+        # One connection pool for every call; a client object per grant carries it.
         self._http = httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
         self._dim: int | None = None
 
-    def _client(self, grant: dict[str, str]) -> BifrostClient:
+    def granted(self, grant: dict[str, str]) -> BifrostClient:
         return BifrostClient(
             self._base_url,
             self._key,
@@ -131,23 +146,13 @@ class RemoteBackend:
     @property
     def embedding_dim(self) -> int:
         if self._dim is None:
-            self._dim = int(self._client({}).health()["embedding_dim"])
+            self._dim = int(self.granted({}).health()["embedding_dim"])
         return self._dim
-
-    def call(
-        self,
-        verb: str,
-        args: dict[str, Any],
-        grant: dict[str, str],
-        *,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        return self._client(grant).call(verb, args, idempotency_key=idempotency_key)
 
     def forget(self, scope: dict[str, str]) -> int:
         """Scan and delete page by page under ``scope`` as the grant: the provider never
         shows or deletes a record outside it."""
-        client = self._client(scope)
+        client = self.granted(scope)
         erased = 0
         after: str | None = None
         while True:

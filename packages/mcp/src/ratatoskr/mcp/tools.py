@@ -219,10 +219,9 @@ class MemoryTools:
         }
         if metadata is not None:
             record["metadata"] = metadata
-        self._backend.call(
+        self._backend.granted(scope).call(
             "upsert_many",
             {"records": [record], "expected_revisions": {memory_id: 0}},
-            scope,
             idempotency_key=memory_id,
         )
         return {"id": memory_id}
@@ -248,7 +247,7 @@ class MemoryTools:
         found = metadata_filter(filter)
         if found:
             args["metadata_filter"] = found
-        rows = self._backend.call("search", args, grant)
+        rows = self._backend.granted(grant).call("search", args)
         return {
             "memories": [{**_memory(row["chunk"]), "score": float(row["score"])} for row in rows]
         }
@@ -268,7 +267,7 @@ class MemoryTools:
         args: dict[str, Any] = {"limit": limit, "include": _NO_EMBEDDING}
         if cursor is not None:
             args["after_id"] = cursor
-        page = self._backend.call("scan", args, grant)
+        page = self._backend.granted(grant).call("scan", args)
         return {
             "memories": [_memory(item) for item in page["items"]],
             "next_cursor": page.get("next_after_id"),
@@ -286,7 +285,7 @@ class MemoryTools:
         absent id and one outside the scope answer alike: ``False``)."""
         memory_id = _text(memory_id, "memory_id")
         grant = self._grant(user_id, agent_id, as_user)
-        deleted = self._backend.call("delete_many", {"ids": [memory_id]}, grant)
+        deleted = self._backend.granted(grant).call("delete_many", {"ids": [memory_id]})
         return {"forgotten": int(deleted["deleted"]) > 0}
 
     def forget_all(
