@@ -60,16 +60,27 @@ def test_concurrent_admission_of_one_jti_admits_exactly_one(path: str) -> None:
     assert sorted(results) == [False] * 7 + [True]
 
 
-def test_pruning_is_bounded_per_insert(path: str) -> None:
+def test_calls_do_not_prune_and_the_prune_takes_the_callers_clock(path: str) -> None:
     cache = SqliteTokenCache(path)
-    for i in range(3 * PRUNE_BATCH):
+    for i in range(2 * PRUNE_BATCH + 3):
         cache.check_and_add(f"old{i}", 10.0, now=0.0)
-    assert len(cache) == 3 * PRUNE_BATCH
+    cache.check_and_add("live", 1000.0, now=5.0)
+    assert cache.prune() == 0  # nothing had expired at the newest call's time (5.0)
+    assert cache.prune() == 0  # no call since
     cache.check_and_add("new", 1000.0, now=50.0)  # every old entry has expired
-    assert len(cache) == 2 * PRUNE_BATCH + 1
-    for i in range(2):
-        cache.check_and_add(f"new{i}", 1000.0, now=50.0)
-    assert len(cache) == 3  # the expired ones went, PRUNE_BATCH per insert
+    assert len(cache) == 2 * PRUNE_BATCH + 5  # the call itself pruned nothing
+    assert not cache.check_and_add("live", 1000.0, now=50.0)  # still remembered
+    assert cache.prune() == 2 * PRUNE_BATCH + 3  # in batches, by the callers' 50.0
+    assert len(cache) == 2
+    assert cache.prune(now=2000.0) == 2
+    cache.close()
+
+
+def test_an_expired_entry_is_forgotten_before_it_is_pruned(path: str) -> None:
+    cache = SqliteTokenCache(path)
+    assert cache.check_and_add("j", 10.0, now=0.0)
+    assert not cache.check_and_add("j", 20.0, now=5.0)
+    assert not cache.seen("j", 11.0) and cache.check_and_add("j", 20.0, now=11.0)
     cache.close()
 
 
