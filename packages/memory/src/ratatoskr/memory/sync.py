@@ -41,6 +41,9 @@ _RELOAD_FRACTION = 0.25
 # Rows a rebuild normalises and codes at once: its float64 temporaries stay ~20 MB.
 _RELOAD_BLOCK = 2048
 
+# Tries of an erasure's sidecar rewrite to write the file under the read lock only.
+_REWRITE_TRIES = 3
+
 _DISAGREE = "memory_vec and memory_chunks disagree; run `ratatoskr doctor`"
 
 
@@ -200,18 +203,37 @@ class SyncedIndex:
         path = sidecar.path_for(conn)
         if path is None or not os.path.exists(path):
             return
-        with self.lock.write():
-            self._catch_up(conn, changes.seq(conn))
-            self._write(path, sidecar.lineage(conn))
-            if self._saved_seq != self.index.seq:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+        origin = sidecar.lineage(conn)
+        for _attempt in range(_REWRITE_TRIES):
+            # Alone only to catch up and lay the index out tight (its image is then
+            # views of its arrays); the file (~0.5 s at 100k chunks) is written under the
+            # read lock, so searches go on meanwhile. A write that slipped in between
+            # (the seq moved) makes another try; the last one keeps the lock throughout.
+            with self.lock.write():
+                self._catch_up(conn, changes.seq(conn))
+                if _attempt == _REWRITE_TRIES - 1:
+                    self._write_or_remove(path, self.index.image(), origin)
+                    return
+                image = self.index.image()
+            with self.lock.read():
+                if self.index.seq == image.seq:
+                    self._write_or_remove(path, image, origin)
+                    return
 
-    def _write(self, path: str, origin: str) -> None:
-        """Write the sidecar of the index (lock held); an OSError leaves it unwritten."""
+    def _write_or_remove(self, path: str, image: sidecar.Image, origin: str) -> None:
+        """Write ``image`` (an index lock held), or remove the file when that fails."""
+        self._write(path, origin, image)
+        if self._saved_seq != image.seq:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def _write(self, path: str, origin: str, image: sidecar.Image | None = None) -> None:
+        """Write the sidecar of the index, or ``image`` of it (a lock held); an OSError
+        leaves it unwritten."""
         with contextlib.suppress(OSError):
-            sidecar.write(path, self.index.image(), lineage=origin)
-            self._saved_seq = self.index.seq
+            image = image or self.index.image()
+            sidecar.write(path, image, lineage=origin)
+            self._saved_seq = image.seq
 
     def candidates(
         self, conn: apsw.Connection, db_seq: int, unit: np.ndarray[Any, Any], query: SearchQuery
