@@ -34,6 +34,15 @@ unless ``--dsn`` names one (then ``--schema`` is created and dropped).
     .venv/bin/python benchmarks/postgres_bench.py            # N = 100k, dim 384
     .venv/bin/python benchmarks/postgres_bench.py --n 10000  # quick
     ... --peer-python none                                   # without LangGraph
+    ... --against HEAD~3   # this tree's store beside REV's, interleaved, with CPU times
+
+``--against REV`` runs the PostgreSQL store as of git revision ``REV`` (its
+``packages/`` extracted with ``git archive``) in a child process on a schema of its
+own on the same server, batch by batch and query by query in turn with this tree's
+store (:class:`Against`), and reports both side by side: wall times, and CPU time
+per call — the client process's and the server backends' (read from ``/proc`` for
+the connections of each store, so a local server only) — which a loaded host
+disturbs far less than wall time.
 
 At 1M (``make bench-full``, ~12 min) the run is bounded: ``--timed-upserts 10000``
 puts the first 990k chunks into PostgreSQL by ``COPY`` (:func:`copy_prefix`) and
@@ -79,6 +88,9 @@ F64 = npt.NDArray[np.float64]
 MODES = ("unfiltered", "group 10%", "tenant 1%", "tenant+user 0.1%", "scope_any 3 tenants")
 HERE = Path(__file__).resolve().parent
 PEER_DB = "langgraph_peer"
+# The pools' application names: how each store's server backends are found (server_cpu).
+THIS_APP = "bench-this"
+AGAINST_APP = "bench-against"
 
 
 class Dataset:
@@ -183,8 +195,10 @@ class Exactness:
 @dataclass
 class Mode:
     times: dict[str, list[float]] = field(
-        default_factory=lambda: {"pg": [], "sqlite": [], "numpy": []}
+        default_factory=lambda: {"pg": [], "sqlite": [], "numpy": [], "against": []}
     )
+    # Client CPU seconds per search: this tree's store and --against's.
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {"pg": [], "against": []})
     exact: dict[str, Exactness] = field(
         default_factory=lambda: {"pg": Exactness(), "sqlite": Exactness()}
     )
@@ -224,12 +238,14 @@ def load(
     limit: int,
     validate: Callable[[list[dict[str, Any]]], Any],
     first: int = 0,
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], float, dict[str, float]]:
     """Upsert chunks ``first`` to ``limit`` in batches into every store, batch by batch
     in turn (so machine load hits all alike). Returns chunks/s over each store's calls,
-    and the seconds bifrost's validation (digest included) of the batches takes on its
-    own (the part of every store's write path that is not the store's)."""
+    the seconds bifrost's validation (digest included) of the batches takes on its
+    own (the part of every store's write path that is not the store's), and each
+    store's client CPU seconds per batch."""
     spent = dict.fromkeys(stores, 0.0)
+    cpu = dict.fromkeys(stores, 0.0)
     checks = 0.0
     for b, start in enumerate(range(first, limit, BATCH)):
         recs = [data.record(i) for i in range(start, min(limit, start + BATCH))]
@@ -237,13 +253,21 @@ def load(
         seconds, _ = timed(lambda r=recs: validate(r))  # type: ignore[misc]
         checks += seconds
         for name, upsert in stores.items():
-            seconds, _ = timed(lambda r=recs, k=f"{name}-{b}", u=upsert: u(r, k))  # type: ignore[misc]
+            began = time.process_time()
+            seconds, value = timed(lambda r=recs, k=f"{name}-{b}", u=upsert: u(r, k))  # type: ignore[misc]
+            if isinstance(value, Timing):  # measured where it ran (--against's child)
+                seconds, used = value.wall, value.cpu
+            else:
+                used = time.process_time() - began
             spent[name] += seconds
+            cpu[name] += used
         if b % 100 == 99:
             done = start + BATCH - first
-            rates = ", ".join(f"{n} {done / t:,.0f}/s" for n, t in spent.items())
-            print(f"    {start + BATCH:,} chunks: {rates}", flush=True)
-    return {name: (limit - first) / t for name, t in spent.items()}, checks
+            so_far = ", ".join(f"{n} {done / t:,.0f}/s" for n, t in spent.items())
+            print(f"    {start + BATCH:,} chunks: {so_far}", flush=True)
+    batches = max(1, len(range(first, limit, BATCH)))
+    rates = {name: (limit - first) / t for name, t in spent.items()}
+    return rates, checks, {name: c / batches for name, c in cpu.items()}
 
 
 def copy_prefix(
@@ -376,6 +400,138 @@ def copy_prefix(
         if {k: v for k, v in got.items() if k != "revision"} != data.record(i):
             raise RuntimeError(f"the copied chunk {data.ids[i]} reads back differently")
     return seconds
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A call timed where it ran: wall and CPU seconds of its process."""
+
+    wall: float
+    cpu: float
+
+
+class Against:
+    """The memory store as of git revision ``rev``, in a child process of this script
+    (``--ab-child``) on schema ``<schema>_against`` of the same server: the same
+    chunks and queries, timed in the child (see the module docstring)."""
+
+    def __init__(self, rev: str, dsn: str, args: argparse.Namespace, work: Path) -> None:
+        tree = work / "against"
+        tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(HERE.parent), "archive", rev, "packages"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        self.commit = subprocess.run(
+            ["git", "-C", str(HERE.parent), "rev-parse", "--short", rev],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        self.schema = f"{args.schema}_against"
+        path = os.pathsep.join(str(p) for p in sorted((tree / "packages").glob("*/src")))
+        spec = {"dsn": dsn, "schema": self.schema, "n": args.n, "dim": args.dim}
+        self._child = subprocess.Popen(
+            [sys.executable, __file__, "--ab-child", json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        self.call({"op": "ready"})
+
+    def call(self, op: dict[str, Any]) -> dict[str, Any]:
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self._child.stdin.write(json.dumps(op) + "\n")
+        self._child.stdin.flush()
+        line = self._child.stdout.readline()
+        if not line:
+            raise RuntimeError("the --against child stopped")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def upsert(self, recs: list[dict[str, Any]], key: str) -> Timing:
+        ids = [r["id"] for r in recs]
+        got = self.call({"op": "upsert", "first": ids[0], "count": len(ids), "key": key})
+        return Timing(got["wall"], got["cpu"])
+
+    def search(
+        self, q: list[float], filters: dict[str, Any]
+    ) -> tuple[Timing, list[dict[str, Any]]]:
+        got = self.call({"op": "search", "vector": q, "filters": filters})
+        return Timing(got["wall"], got["cpu"]), got["rows"]
+
+    def close(self) -> None:
+        if self._child.poll() is None:
+            self.call({"op": "close"})
+            self._child.wait(timeout=60)
+
+
+def ab_child(spec_json: str) -> int:
+    """The ``--against`` child: this file run with another revision's packages on its
+    path; one JSON command a line on stdin, one JSON answer a line on stdout."""
+    from bifrost.context import DispatchContext
+    from ratatoskr.memory.postgres import open_postgres_memory_store
+    from ratatoskr.postgres import PoolOptions
+
+    spec = json.loads(spec_json)
+    data = Dataset(spec["n"], spec["dim"], tenants=100, users=10, seed=20261201)
+    index = {cid: i for i, cid in enumerate(data.ids)}
+    store = open_postgres_memory_store(
+        spec["dsn"],
+        schema=spec["schema"],
+        embedding_dim=spec["dim"],
+        pool_options=PoolOptions(max_size=2, application_name=AGAINST_APP),
+    )
+    store.database.sync_wait = None  # as this tree's store (main): a loaded host is slow
+    ctx = DispatchContext(actor="bench", plane="memory", verb="upsert_many")
+    for line in sys.stdin:
+        op = json.loads(line)
+        reply: dict[str, Any] = {}
+        if op["op"] == "upsert":
+            first = index[op["first"]]
+            recs = [data.record(i) for i in range(first, first + op["count"])]
+            began = time.process_time()
+            wall, _ = timed(lambda: store.upsert_many(recs, idempotency_key=op["key"], ctx=ctx))  # noqa: B023
+            reply = {"wall": wall, "cpu": time.process_time() - began}
+        elif op["op"] == "search":
+            began = time.process_time()
+            wall, rows = timed(
+                lambda: store.search(op["vector"], top_k=TOP_K, **op["filters"])  # noqa: B023
+            )
+            cpu = time.process_time() - began
+            rows = [{"chunk_id": r["chunk_id"], "score": r["score"]} for r in rows]
+            reply = {"wall": wall, "cpu": cpu, "rows": rows}
+        elif op["op"] == "close":
+            store.close()
+        print(json.dumps(reply), flush=True)
+        if op["op"] == "close":
+            break
+    return 0
+
+
+def server_cpu(dsn: str, application: str) -> float | None:
+    """CPU seconds so far of the server backends serving ``application``'s connections
+    (from ``/proc``: a local server, readable by this user; else None)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (application,)
+            )
+        ]
+    total = 0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    except OSError:
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def queries(data: Dataset, rng: np.random.Generator, rows: Any, count: int) -> list[list[float]]:
@@ -598,6 +754,12 @@ def main() -> int:
         help="python of the peers' venv with langgraph-checkpoint-postgres ('none': skip)",
     )
     ap.add_argument("--peer-langgraph", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--against",
+        metavar="REV",
+        help="also run the PostgreSQL store as of git revision REV, interleaved (see above)",
+    )
+    ap.add_argument("--ab-child", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help="write the markdown report here too")
     ap.add_argument(
         "--timed-upserts",
@@ -627,6 +789,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.peer_langgraph is not None:
         return peer_langgraph(args.peer_langgraph)
+    if args.ab_child is not None:
+        return ab_child(args.ab_child)
 
     import psycopg
     from psycopg import sql
@@ -653,8 +817,14 @@ def main() -> int:
         )
         version = admin.execute("SHOW server_version").fetchone()
     pg: PostgresMemoryStore = open_postgres_memory_store(
-        dsn, schema=args.schema, embedding_dim=args.dim, pool_options=PoolOptions(max_size=2)
+        dsn,
+        schema=args.schema,
+        embedding_dim=args.dim,
+        pool_options=PoolOptions(max_size=2, application_name=THIS_APP),
     )
+    # No bound on a write's waits: on a loaded host a batch can take longer than the
+    # default, and this measures throughput, not the bound.
+    pg.database.sync_wait = None
     ext = pg.database.run(vector_extension)
     lite = (
         None
@@ -676,7 +846,24 @@ def main() -> int:
     }
     if lite is not None:
         writers["sqlite"] = lambda r, k: lite.upsert_many(r, idempotency_key=k, ctx=ctx)
+    against: Against | None = None
+    # Server CPU seconds of each PostgreSQL store's backends, per phase (--against).
+    backends: dict[str, dict[str, float | None]] = {"write": {}, "search": {}}
+
+    def server_now() -> dict[str, float | None]:
+        return {"pg": server_cpu(dsn, THIS_APP), "against": server_cpu(dsn, AGAINST_APP)}
+
     try:
+        if args.against:
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                        sql.Identifier(f"{args.schema}_against")
+                    )
+                )
+            print(f"the store as of {args.against} in a child process …", flush=True)
+            against = Against(args.against, dsn, args, tmp)
+            writers["against"] = against.upsert
         if bulk:
             print(f"copying the first {bulk:,} chunks into PostgreSQL …", flush=True)
             args.bulk_s["pg"] = copy_prefix(pg, dsn, args.schema, data, bulk, validate)
@@ -688,18 +875,24 @@ def main() -> int:
                     lite.upsert_many(recs, idempotency_key=f"bulk-{b}", ctx=ctx)
                 args.bulk_s["sqlite"] = time.perf_counter() - started
         print(f"upserting chunks {bulk:,} to {args.n:,} into each store …", flush=True)
-        rates, checks = load(writers, data, args.n, validate, first=bulk)
+        before = server_now()
+        rates, checks, write_cpu = load(writers, data, args.n, validate, first=bulk)
+        backends["write"] = _spent(before, server_now())
         with psycopg.connect(dsn, autocommit=True) as admin:
             # What autovacuum does soon after a bulk load: the planner's statistics and
             # the visibility map index-only scans read.
-            admin.execute(
-                sql.SQL("VACUUM ANALYZE {}.memory_chunks").format(sql.Identifier(args.schema))
-            )
+            for name in (args.schema, *([against.schema] if against else [])):
+                admin.execute(
+                    sql.SQL("VACUUM ANALYZE {}.memory_chunks").format(sql.Identifier(name))
+                )
         print("warming up …", flush=True)
         for query in plan[:: max(1, len(plan) // 40)]:
             pg.search(query.vector, top_k=TOP_K, **query.filters)
             if lite is not None:
                 lite.search(query.vector, top_k=TOP_K, **query.filters)
+            if against is not None:
+                against.search(query.vector, query.filters)
+        before = server_now()
         print(f"searching (up to {len(plan)} queries per store) …", flush=True)
         wall = dict.fromkeys(MODES, 0.0)
         for query in plan:
@@ -712,9 +905,17 @@ def main() -> int:
                 continue  # this mode's time box is spent
             began = time.perf_counter()
             q, f, rows = query.vector, query.filters, query.rows
+            began_cpu = time.process_time()
             seconds, got = timed(lambda q=q, f=f: pg.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
+            r.cpu["pg"].append(time.process_time() - began_cpu)
             r.times["pg"].append(seconds)
             r.exact["pg"].check(data, got, q, rows)
+            if against is not None:
+                timing, theirs = against.search(q, f)
+                r.times["against"].append(timing.wall)
+                r.cpu["against"].append(timing.cpu)
+                if [x["chunk_id"] for x in theirs] != [x["chunk_id"] for x in got]:
+                    raise RuntimeError(f"{args.against} answers a {query.mode} search differently")
             if lite is not None:
                 seconds, got = timed(lambda q=q, f=f: lite.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
                 r.times["sqlite"].append(seconds)
@@ -731,7 +932,10 @@ def main() -> int:
             seconds, _ = timed(brute)
             r.times["numpy"].append(seconds)
             wall[query.mode] += time.perf_counter() - began
+        backends["search"] = _spent(before, server_now())
         pg.close()
+        if against is not None:
+            against.close()
         if lite is not None:
             lite.close()
         if args.peer_python != "none":
@@ -739,20 +943,27 @@ def main() -> int:
             peer = run_peer(args.peer_python, dsn, data, plan, tmp, args.peer_budget)
     finally:
         pg.close()
+        if against is not None:
+            against.close()
         if lite is not None:
             lite.close()
         if server is not None:
             server.cleanup()
         else:
             with psycopg.connect(dsn, autocommit=True) as admin:
-                admin.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(args.schema))
-                )
+                for name in (args.schema, f"{args.schema}_against"):
+                    admin.execute(
+                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+                    )
         shutil.rmtree(
             tmp, ignore_errors=True
         )  # the SQLite store, the peer's raw.npy (1.5 GB at 1M)
 
     report, summary = render(args, data, results, plan, peer, rates, checks, version, ext)
+    if against is not None:
+        side, numbers = render_against(args, against.commit, results, rates, write_cpu, backends)
+        report += "\n" + side
+        summary["against"] = numbers
     print()
     print(report)
     print(json.dumps(summary))
@@ -760,6 +971,84 @@ def main() -> int:
         args.out.write_text(report)
     failed = [m for m in MODES if results[m].exact["pg"].recall < 1.0]
     return 1 if failed else 0
+
+
+def _spent(
+    before: dict[str, float | None], after: dict[str, float | None]
+) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for k, b in before.items():
+        a = after.get(k)
+        out[k] = None if a is None or b is None else a - b
+    return out
+
+
+def render_against(
+    args: argparse.Namespace,
+    commit: str,
+    results: dict[str, Mode],
+    rates: dict[str, float],
+    write_cpu: dict[str, float],
+    server: dict[str, dict[str, float | None]],
+) -> tuple[str, dict[str, Any]]:
+    """This tree's PostgreSQL store beside ``--against``'s, as ratios (this / that)."""
+    batches = len(range(getattr(args, "bulk", 0), args.n, BATCH))
+    searches = sum(len(results[m].times["pg"]) for m in MODES)
+
+    def per(total: float | None, count: int) -> float:
+        return float("nan") if total is None else total / max(1, count)
+
+    def ms(x: float) -> str:
+        return "—" if x != x else f"{x * 1e3:.2f} ms"
+
+    write_server = {k: per(v, batches) for k, v in server["write"].items()}
+    search_server = {k: per(v, searches) for k, v in server["search"].items()}
+    lines = [
+        f"## This tree's PostgreSQL store beside {args.against} ({commit}), interleaved",
+        "",
+        "CPU per call: the client process's (each store in its own process) and the"
+        " server backends' of each store's connections (from /proc, over the whole phase).",
+        "",
+        f"| measure | this tree | {args.against} | this / that |",
+        "| --- | --- | --- | --- |",
+        f"| upsert_many chunks/s (wall, batches of {BATCH}) | {rates['pg']:,.0f}"
+        f" | {rates['against']:,.0f} | {rates['pg'] / rates['against']:.2f}× |",
+        f"| upsert client CPU per batch | {ms(write_cpu['pg'])} | {ms(write_cpu['against'])}"
+        f" | {write_cpu['pg'] / write_cpu['against']:.2f}× |",
+        f"| upsert server CPU per batch | {ms(write_server['pg'])}"
+        f" | {ms(write_server['against'])}"
+        f" | {write_server['pg'] / write_server['against']:.2f}× |",
+    ]
+    numbers: dict[str, Any] = {
+        "rev": args.against,
+        "commit": commit,
+        "upsert_chunks_per_s": {"this": rates["pg"], "that": rates["against"]},
+        "upsert_client_cpu_ms": {k: v * 1e3 for k, v in write_cpu.items()},
+        "upsert_server_cpu_ms": {k: v * 1e3 for k, v in write_server.items()},
+        "search_server_cpu_ms": {k: v * 1e3 for k, v in search_server.items()},
+        "modes": {},
+    }
+    for mode in MODES:
+        r = results[mode]
+        if not r.times["against"]:
+            continue
+        this, that = p50(r.times["pg"]), p50(r.times["against"])
+        cpu_this, cpu_that = p50(r.cpu["pg"]), p50(r.cpu["against"])
+        lines += [
+            f"| {mode} search p50 (wall) | {ms(this)} | {ms(that)} | {this / that:.2f}× |",
+            f"| {mode} search client CPU p50 | {ms(cpu_this)} | {ms(cpu_that)}"
+            f" | {cpu_this / cpu_that:.2f}× |",
+        ]
+        numbers["modes"][mode] = {
+            "p50_ms": {"this": this * 1e3, "that": that * 1e3},
+            "client_cpu_ms": {"this": cpu_this * 1e3, "that": cpu_that * 1e3},
+        }
+    lines.append(
+        f"| search server CPU per search (all modes) | {ms(search_server['pg'])}"
+        f" | {ms(search_server['against'])}"
+        f" | {search_server['pg'] / search_server['against']:.2f}× |"
+    )
+    return "\n".join(lines) + "\n", numbers
 
 
 def render(

@@ -44,6 +44,7 @@ from psycopg import Connection, Cursor, pq, sql
 from psycopg.adapt import AdaptersMap
 from psycopg.conninfo import conninfo_to_dict
 
+from ratatoskr.postgres.arrays import register_array_dumper
 from ratatoskr.postgres.errors import translate, translate_errors
 from ratatoskr.postgres.migrations import (
     MetaSetting,
@@ -86,9 +87,11 @@ T = TypeVar("T")
 Pool = psycopg_pool.ConnectionPool[Connection[Any]]
 TxMode = str  # "autocommit" | "write" | "snapshot"
 
-# Every connection of a ratatoskr pool can send pgvector values (vector.py).
+# Every connection of a ratatoskr pool can send pgvector values (vector.py) and
+# prebuilt binary arrays (arrays.py).
 ADAPTERS = AdaptersMap(psycopg.adapters)
 register_vector_dumper(ADAPTERS)
+register_array_dumper(ADAPTERS)
 
 _BEGIN: dict[str, bytes] = {
     "write": b"BEGIN",

@@ -29,6 +29,7 @@ from typing import Any
 from psycopg import sql
 
 from bifrost.scope import SCOPE_LATTICE
+from ratatoskr.postgres.arrays import BinaryArray, text_array
 from ratatoskr.postgres.text import from_db, to_db, utf8_encodable
 
 __all__ = [
@@ -104,11 +105,11 @@ def scope_from_columns(values: Sequence[Any]) -> dict[str, str]:
     }
 
 
-def scope_arrays(scopes: Sequence[Mapping[str, str]]) -> list[list[str | None]]:
-    """Validated scopes as one array per axis column, in lattice order (the array
+def scope_arrays(scopes: Sequence[Mapping[str, str]]) -> list[BinaryArray]:
+    """Validated scopes as one ``text[]`` per axis column, in lattice order (the array
     parameters of a batch statement)."""
     rows = [scope_columns(s) for s in scopes]
-    return [[row[a] for row in rows] for a in range(len(AXIS_COLUMNS))]
+    return [text_array([row[a] for row in rows]) for a in range(len(AXIS_COLUMNS))]
 
 
 def scopes_by_key(

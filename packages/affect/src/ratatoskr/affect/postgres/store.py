@@ -39,6 +39,7 @@ from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest
 from ratatoskr.affect.postgres import portability
 from ratatoskr.affect.postgres import schema as affect_schema
+from ratatoskr.postgres.arrays import int8_array, text_array, utf8_text_array
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.erase import delete_granted, forget_rows, locked_scopes_sql
 from ratatoskr.postgres.scope import (
@@ -157,14 +158,16 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         # Rows in stored-key order: the order the statement writes and locks them in.
         ordered = sorted(request.items, key=lambda it: to_db(it.key))
         keys = [to_db(it.key) for it in ordered]
-        bodies = [canonical_json(it.record).decode("utf-8") for it in ordered]
-        sizes = [len(body.encode("utf-8")) for body in bodies]
+        encoded = [canonical_json(it.record) for it in ordered]
+        key_array = text_array(keys)
+        bodies = utf8_text_array(encoded)
+        sizes = int8_array([len(body) for body in encoded])
         columns = scope_arrays([it.scope for it in ordered])
         grant = grant_params(request.grant)
 
         def perform(cur: Cursor[Any], now: float) -> Replaced:
             stamp = rfc3339(now)
-            cur.execute(self._upsert_sql, (stamp, keys, *columns, bodies, sizes, *grant))
+            cur.execute(self._upsert_sql, (stamp, key_array, *columns, bodies, sizes, *grant))
             written = cur.fetchall()
             revisions = {str(k): int(rev) for k, rev in written}
             refused = [k for k in keys if k not in revisions]
@@ -173,7 +176,8 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
                 # and rolled back, so no history row is appended.
                 rows = cur.execute(self._scopes_sql, (refused,), binary=True).fetchall()
                 return Replaced(revisions_before(written, from_db), scopes_by_key(rows, from_db))
-            cur.execute(self._history_sql, (stamp, keys, [revisions[k] for k in keys], bodies))
+            versions = int8_array([revisions[k] for k in keys])
+            cur.execute(self._history_sql, (stamp, key_array, versions, bodies))
             return Replaced(revisions_before(written, from_db), {})
 
         return self._write(request, actor, perform)

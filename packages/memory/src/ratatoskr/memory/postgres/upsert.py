@@ -27,6 +27,7 @@ from bifrost.memory.validation import ValidatedChunk
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres.retention import LIVE_SQL
 from ratatoskr.memory.records import stored_forms
+from ratatoskr.postgres.arrays import BinaryArray, bytea_array, int8_array, text_array
 from ratatoskr.postgres.scope import scope_arrays, scope_column_list, scope_sets, scopes_by_key
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import VectorRows
@@ -90,14 +91,14 @@ class ChunkUpserts:
     ) -> Perform:
         """The statements of ``request`` for ``run_write`` (``cutoff(now)``: retention's
         parameter at the transaction's time)."""
-        vectors, columns = self._columns(request)
+        vectors, ids, columns = self._columns(request)
         grant = grant_params(request.grant)
 
         def perform(cur: Cursor[Any], now: float) -> Replaced:
             at = cutoff(now)
             cur.execute(self._upsert_sql, (vectors, now, *columns, at, *grant, at))
             revisions = revisions_before(cur.fetchall(), from_db)
-            refused = [i for i in columns[0] if from_db(i) not in revisions]
+            refused = [i for i in ids if from_db(i) not in revisions]
             if not refused:
                 return Replaced(revisions, {})
             # Rows outside the grant: locked by the statement, so their scopes stay.
@@ -108,7 +109,7 @@ class ChunkUpserts:
 
     def _columns(
         self, request: WriteRequest[ValidatedChunk]
-    ) -> tuple[VectorRows, tuple[list[Any], ...]]:
+    ) -> tuple[VectorRows, list[str], tuple[BinaryArray, ...]]:
         """The batch as the upsert's array parameters, rows in stored-id order (the
         order the statement writes and locks them in, so overlapping batches cannot
         deadlock)."""
@@ -116,11 +117,16 @@ class ChunkUpserts:
         chunks = [request.items[i] for i in order]
         sizes = request.record_sizes()  # each chunk's share of its tenant's quota
         forms, units = stored_forms(chunks, self.embedding_dim)
-        return VectorRows(units), (
-            [to_db(c.id) for c in chunks],
-            *scope_arrays([c.scope for c in chunks]),
-            [f.record_json for f in forms],
-            [f.embedding_key for f in forms],
-            [f.embedding_f64 for f in forms],
-            [sizes[i] for i in order],
+        ids = [to_db(c.id) for c in chunks]
+        return (
+            VectorRows(units),
+            ids,
+            (
+                text_array(ids),
+                *scope_arrays([c.scope for c in chunks]),
+                text_array([f.record_json for f in forms]),
+                text_array([f.embedding_key for f in forms]),
+                bytea_array([f.embedding_f64 for f in forms]),
+                int8_array([sizes[i] for i in order]),
+            ),
         )
