@@ -82,14 +82,7 @@ def _plain_search(store: MemoryDataStore) -> TypeGuard[MemoryReads]:
 def _search(store: MemoryDataStore, env: Envelope, ctx: DispatchContext) -> Any:
     args = env.args
     if _plain_search(store):  # validated once, the grant ANDed in on the way
-        query = granted_search(
-            args,
-            ctx.scope,
-            embedding_dim=store.embedding_dim,
-            max_top_k=store.max_top_k,
-            max_scope_any=store.max_scope_any,
-            filterable=store.filterable_fields,
-        )
+        query = granted_search(args, ctx.scope, **store.search_limits)
         return _visible_rows(store.perform_search(query), ctx.scope)
     scope_all, scope_any = granted_scope(store, args, ctx.scope)
     rows = store.search(
