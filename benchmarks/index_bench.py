@@ -28,6 +28,9 @@ after deleting the sidecar (a rebuild from SQLite) and then mapping it.
     .venv/bin/python benchmarks/index_bench.py            # N = 100k
     .venv/bin/python benchmarks/index_bench.py --quick    # N = 10k
     .venv/bin/python benchmarks/index_bench.py --no-store # the in-memory part only
+    .venv/bin/python benchmarks/index_bench.py --n 1000000 --only-mapped
+        # + the index alone mapped from a sidecar in fresh processes, its pages given
+        #   back after reads (ratatoskr.memory.residency) or kept: peak RSS and CPU p50
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from bifrost.context import DispatchContext
 from ratatoskr.memory import open_memory_store, sidecar
 from ratatoskr.memory.index import VectorIndex, scope_items
 from ratatoskr.memory.records import exact_scores, unit_float64
+from ratatoskr.memory.residency import BUDGET
 
 TOP_K = 10
 DIM = 384
@@ -380,6 +384,69 @@ def store_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
     }
 
 
+_MAPPED = """
+import json, statistics, sys, time
+import numpy as np
+from ratatoskr.memory import sidecar
+from ratatoskr.memory.index import VectorIndex
+
+def memory():
+    out = {}
+    for line in open("/proc/self/status"):
+        key = line.split(":")[0]
+        if key in ("VmHWM", "RssAnon", "RssFile"):
+            out[key + "_mb"] = round(int(line.split()[1]) / 1024, 1)
+    return out
+
+path, work, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cases = json.load(open(work + "/mapped_cases.json"))
+image = sidecar.read(path, len(cases[0]["q32"]), lineage="index_bench")
+index = VectorIndex(image.dim)
+index.map_budget = budget
+index.adopt(image)
+del image
+out = {"open": memory()}
+for mode in ("user", "tenant", "unfiltered"):
+    cpu = []
+    for case in cases:
+        q = np.asarray(case["q32"], dtype=np.float32)
+        start = time.thread_time()
+        index.search(q, 10, case["scopes"][mode], [])
+        cpu.append(time.thread_time() - start)
+    out[mode] = {"cpu_p50_ms": statistics.median(cpu) * 1e3, **memory()}
+print(json.dumps(out))
+"""
+
+
+def mapped_section(data: Data, nq: int, workdir: Path) -> dict[str, Any]:
+    """The index alone, mapped from a sidecar in fresh processes: pages given back after
+    reads (the default budget) against kept (the old behaviour), alternated twice."""
+    index = VectorIndex(DIM)
+    index.load_units(data.ids, data.unit32, [scope_items(s) for s in data.scopes])
+    index.seq = 1
+    path = str(workdir / "mapped-index")
+    sidecar.write(path, index.image(), lineage="index_bench")
+    del index
+    rng = np.random.default_rng(9)
+    cases = []
+    for q in queries(data, nq, seed=10):
+        t, u = int(rng.integers(0, TENANTS)), int(rng.integers(0, USERS))
+        cases.append(
+            {
+                "q32": unit_float64(q).astype(np.float32).tolist(),
+                "scopes": {m: data.scope(m, t, u) for m in MODES},
+            }
+        )
+    (workdir / "mapped_cases.json").write_text(json.dumps(cases))
+    runs: dict[str, list[dict[str, Any]]] = {"released": [], "kept": []}
+    for _ in range(2):
+        for name, budget in (("released", BUDGET), ("kept", 1 << 50)):
+            argv = [sys.executable, "-c", _MAPPED, path, str(workdir), str(budget)]
+            done = subprocess.run(argv, check=True, capture_output=True, text=True)
+            runs[name].append(json.loads(done.stdout))
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 10k instead of 100k")
@@ -387,12 +454,19 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--no-store", action="store_true", help="skip the file store part")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--mapped", action="store_true", help="the mapped index's RSS")
+    parser.add_argument("--only-mapped", action="store_true", help="--mapped alone")
     args = parser.parse_args()
     n = args.n or (10_000 if args.quick else 100_000)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     data = Data(n)
-    result: dict[str, Any] = {"index": index_section(data, args.queries)}
-    if not args.no_store:
+    result: dict[str, Any] = {}
+    if not args.only_mapped:
+        result["index"] = index_section(data, args.queries)
+    if args.mapped or args.only_mapped:
+        with tempfile.TemporaryDirectory() as tmp:
+            result["mapped"] = mapped_section(data, max(20, args.queries // 4), Path(tmp))
+    if not args.no_store and not args.only_mapped:
         with tempfile.TemporaryDirectory() as tmp:
             result["store"] = store_section(data, max(20, args.queries // 4), Path(tmp))
     text = json.dumps(result, indent=2)
