@@ -157,16 +157,10 @@ def _backend(args: argparse.Namespace, embedder: Embedder) -> MemoryBackend:
     return RemoteBackend(args.url, key, actor=args.actor)
 
 
-def _start(args: argparse.Namespace) -> int:
-    from ratatoskr.mcp.http import (  # noqa: PLC0415
-        ListenRefused,
-        bind_socket,
-        check_listen,
-        parse_tokens,
-        serve_http,
-    )
-    from ratatoskr.mcp.server import build_server  # noqa: PLC0415
-    from ratatoskr.mcp.tools import MemoryTools  # noqa: PLC0415
+def _listen(args: argparse.Namespace) -> tuple[dict[str, str | None] | None, UserMode | None]:
+    """The HTTP bearer tokens (None: none asked for) and the user mode they impose
+    (``pinned`` when every token is bound to a user), the listen flags checked."""
+    from ratatoskr.mcp.http import ListenRefused, check_listen, parse_tokens  # noqa: PLC0415
 
     if not args.http and (
         args.token_file is not None or args.port != DEFAULT_PORT or args.host != "127.0.0.1"
@@ -189,7 +183,15 @@ def _start(args: argparse.Namespace) -> int:
     if bound and args.user is not None:
         raise McpConfigError("--user pins every call already: bind no token to a user")
     # Every token bound to a user: the LLM is told to omit user_id, as under --user.
-    mode: UserMode | None = "pinned" if tokens and len(bound) == len(tokens) else None
+    return tokens, "pinned" if tokens and len(bound) == len(tokens) else None
+
+
+def _start(args: argparse.Namespace) -> int:
+    from ratatoskr.mcp.http import bind_socket, serve_http  # noqa: PLC0415
+    from ratatoskr.mcp.server import build_server  # noqa: PLC0415
+    from ratatoskr.mcp.tools import MemoryTools  # noqa: PLC0415
+
+    tokens, mode = _listen(args)
     embedder = _embedder(args.embedder_factory)
     # Memory files hold what agents remember about people: owner-only.
     os.umask(0o077)
