@@ -104,22 +104,23 @@ _DOC_JSON = _rendered(sql.SQL("({}::json)").format(_TEXT))
 _PATHS = 256
 
 
-@functools.lru_cache(maxsize=_PATHS)
-def value(path: tuple[str, ...]) -> sql.Composable:
-    """The value at ``path`` (SQL NULL when missing or behind a non-object)."""
-    out: sql.Composable = DOC
+def _at(doc: sql.Composable, path: tuple[str, ...]) -> sql.Composable:
+    out = doc
     for part in path:
         out = sql.SQL("({} -> {})").format(out, literal(to_db(part)))
     return _rendered(out)
+
+
+@functools.lru_cache(maxsize=_PATHS)
+def value(path: tuple[str, ...]) -> sql.Composable:
+    """The value at ``path`` (SQL NULL when missing or behind a non-object)."""
+    return _at(DOC, path)
 
 
 @functools.lru_cache(maxsize=_PATHS)
 def json_value(path: tuple[str, ...]) -> sql.Composable:
     """The value at ``path`` as ``json`` (its text as written; NULL as for :func:`value`)."""
-    out: sql.Composable = _DOC_JSON
-    for part in path:
-        out = sql.SQL("({} -> {})").format(out, literal(to_db(part)))
-    return _rendered(out)
+    return _at(_DOC_JSON, path)
 
 
 def is_array(v: sql.Composable) -> sql.Composable:
