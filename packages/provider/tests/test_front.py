@@ -11,6 +11,7 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ratatoskr.provider import front
 from ratatoskr.provider.front import ProviderApp
 
 
@@ -147,3 +148,36 @@ def test_without_serve_mounts_it_is_starlette() -> None:
     app = ProviderApp(routes=_routes(False))
     with TestClient(app) as client:
         assert client.post("/memory/bifrost/call").json()["root_path"] == "/memory"
+
+
+def test_a_remembered_match_answers_alike_and_the_memory_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(front, "MATCH_CACHE_SIZE", 3)
+    plain, fast, _counts = _apps(False)
+    paths = [f"/memory/bifrost/call{i}" for i in range(5)] + ["/memory/bifrost/call"] * 3
+    answers: list[list[tuple[int, str]]] = []
+    for app in (plain, fast):
+        with TestClient(app, raise_server_exceptions=False) as client:
+            out = []
+            for path in paths + ["/vmp/v1/get"] * 2:
+                r = client.request("POST", path, headers={"host": "testserver"})
+                out.append((r.status_code, r.text))
+            answers.append(out)
+    assert answers[0] == answers[1]
+    assert len(fast._matched) == 3  # the first three paths, never more
+
+
+def test_each_call_gets_its_own_path_params() -> None:
+    seen: list[dict[str, object]] = []
+
+    async def plane(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(dict(scope["path_params"]))  # as the call found it
+        scope["path_params"]["mine"] = True
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = ProviderApp(routes=[Mount("/p", app=plane)])
+    app.serve_mounts(lambda inner: inner)
+    with TestClient(app) as client:
+        assert client.get("/p/x").text == "ok" and client.get("/p/x").text == "ok"
+    assert seen == [{}, {}]  # the first call's change did not reach the second

@@ -32,6 +32,12 @@ async def _mounted(scope: Scope, receive: Receive, send: Send) -> None:
     await scope["endpoint"](scope, receive, send)
 
 
+# Paths whose mount match is remembered (a dict lookup instead of the mounts' regexes
+# and a child scope built per call); bounded, so paths a client invents cost no memory.
+MATCH_CACHE_SIZE = 256
+_Matched = tuple[Mount, Scope]
+
+
 class ProviderApp(Starlette):
     """Starlette, with mounts served directly once :meth:`serve_mounts` was called."""
 
@@ -40,6 +46,7 @@ class ProviderApp(Starlette):
         self._observed: ASGIApp | None = None
         self._mounts: tuple[Mount, ...] = ()
         self._before: frozenset[str] = frozenset()
+        self._matched: dict[tuple[str, str], _Matched] = {}
 
     def serve_mounts(self, wrap: Callable[[ASGIApp], ASGIApp]) -> None:
         """Serve requests for the mounts through ``wrap(mount dispatch)`` (the
@@ -58,7 +65,27 @@ class ProviderApp(Starlette):
                 before.add(path)
         self._mounts = tuple(mounts)
         self._before = frozenset(before)
+        self._matched.clear()
         self._observed = wrap(_mounted)
+
+    def _match(self, scope: Scope) -> _Matched | None:
+        """The first mount that matches ``scope`` fully and its child scope (the
+        router's choice). A scope without ``path_params`` or ``app_root_path`` of its
+        own (the server's, at the top) matches by its path and root path alone, so
+        that answer is remembered, up to :data:`MATCH_CACHE_SIZE` paths."""
+        key = (scope["path"], scope.get("root_path", ""))
+        plain = "path_params" not in scope and "app_root_path" not in scope
+        if plain:
+            found = self._matched.get(key)
+            if found is not None:
+                return found
+        for mount in self._mounts:
+            match, child = mount.matches(scope)
+            if match is Match.FULL:
+                if plain and len(self._matched) < MATCH_CACHE_SIZE:
+                    self._matched[key] = (mount, child)
+                return mount, child
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         observed = self._observed
@@ -67,14 +94,15 @@ class ProviderApp(Starlette):
             and scope["type"] == "http"
             and get_route_path(scope) not in self._before
         ):
-            for mount in self._mounts:
-                match, child = mount.matches(scope)
-                if match is Match.FULL:
-                    scope["app"] = self
-                    if "router" not in scope:
-                        scope["router"] = self.router
-                    scope["route"] = mount
-                    scope.update(child)
-                    await observed(scope, receive, send)
-                    return
+            found = self._match(scope)
+            if found is not None:
+                mount, child = found
+                scope["app"] = self
+                if "router" not in scope:
+                    scope["router"] = self.router
+                scope["route"] = mount
+                scope.update(child)
+                scope["path_params"] = dict(child["path_params"])  # each call its own
+                await observed(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
