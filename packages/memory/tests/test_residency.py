@@ -101,3 +101,14 @@ def test_only_large_mapped_arrays_are_released(tmp_path: Path) -> None:
     assert Released.of(index._codes, 0, budget=1 << 30) is None
     found = Released.of(index._codes, 0, budget=0)
     assert found is not None and found.still_clean(0) and not found.still_clean(1)
+
+
+def test_a_large_gather_from_a_released_map_takes_the_same_rows(tmp_path: Path) -> None:
+    index, _, _ = _mapped_index(tmp_path, budget=BUDGET)
+    rng = np.random.default_rng(4)
+    rows = np.sort(rng.choice(N, 2000, replace=False)).astype(np.int64)
+    whole = np.array(index._codes)  # a copy of the whole map
+    assert np.array_equal(index._take(index._codes, rows), whole[rows])
+    assert np.array_equal(index._take(index._resid, rows), np.array(index._resid)[rows])
+    shuffled = rows[rng.permutation(rows.size)]
+    assert np.array_equal(index._take(index._codes, shuffled), whole[shuffled])

@@ -267,6 +267,25 @@ class VectorIndex(Selection):
                 return
             released.read(start, stop)
 
+    def _take(self, arr: npt.NDArray[np.int8], rows: Rows) -> npt.NDArray[np.int8]:
+        """``arr[rows]``; from a released map, many ascending rows are gathered a
+        budget's worth of the matrix at a time, each part's pages given back after it (a
+        scattered gather maps pages all over the matrix)."""
+        block = max(1, self.map_budget // self.dim)
+        if not self._released or rows.size < 1024 or int(rows[-1]) - int(rows[0]) < block:
+            return arr[rows]
+        if not bool(np.all(rows[1:] >= rows[:-1])):
+            return arr[rows]
+        first = int(rows[0]) // block * block
+        edges = np.arange(first, int(rows[-1]) + block + 1, block, dtype=np.int64)
+        cuts = np.searchsorted(rows, edges).tolist()
+        parts: list[npt.NDArray[np.int8]] = []
+        for low, a, b in zip(edges.tolist(), cuts, cuts[1:], strict=False):
+            if b > a:
+                parts.append(arr[rows[a:b]])
+                self._give_back(low, low + block)
+        return np.concatenate(parts)
+
     def _run_dots(self, query: quantized.I8, start: int, stop: int) -> F64:
         """Stage-1 products of the rows ``[start, stop)``: a block at a time when the
         codes are a released map (so a whole-matrix scan maps one block at a time)."""
@@ -318,7 +337,7 @@ class VectorIndex(Selection):
                 [quantized.int_dots(query.codes, self._codes[a:b]) for a, b in runs]
             )
         else:
-            dots = quantized.int_dots(query.codes, self._codes[rows])
+            dots = quantized.int_dots(query.codes, self._take(self._codes, rows))
         return rows, dots * (query.scale * self._scale[rows])
 
     def _fine(
@@ -378,7 +397,7 @@ class VectorIndex(Selection):
         if rows.size <= self.fine_rows:
             found = self._fine(code, k, [], rows)
         else:
-            dots = quantized.int_dots(code.codes, self._codes[rows])
+            dots = quantized.int_dots(code.codes, self._take(self._codes, rows))
             found = self._narrow(code, k, rows, dots * (code.scale * self._scale[rows]))
         if self._released:
             self._give_back(int(rows.min()), int(rows.max()) + 1)
@@ -398,7 +417,10 @@ class VectorIndex(Selection):
             count = keep.size
             if count > k:
                 v = quantized.dequantize(
-                    self._codes[rows], self._scale[rows], self._resid[rows], self._scale2[rows]
+                    self._take(self._codes, rows),
+                    self._scale[rows],
+                    self._take(self._resid, rows),
+                    self._scale2[rows],
                 )
                 scores = v @ code.exact
                 b2 = quantized.bound2(code, self._err2_max, self.dim)
