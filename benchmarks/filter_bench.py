@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import statistics
 import tempfile
 import time
@@ -156,6 +157,9 @@ def scan_figures(name: str, data: Data, scan: Callable[..., Any], cpu: bool) -> 
             "limit": 100,
         },
     }
+    # Wall times follow the host's load: say it beside them (the CPU p50 does not).
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"  {name} scan, load average {load}")
     for label, kwargs in pages.items():
         items = len(scan(**kwargs)["items"])
         wall, thread = p50(lambda kw=kwargs: scan(**kw))  # type: ignore[misc]

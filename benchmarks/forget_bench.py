@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -148,6 +149,7 @@ def forget_run(args: argparse.Namespace, tmp: Path) -> None:
     for name, lat in (("idle", idle), ("during forget", during)):
         print(f"| {name} | {len(lat)} | {p(lat, 50):.2f} | {p(lat, 99):.2f} |")
     print(f"p99 during / idle: {p(during, 99) / p(idle, 99):.2f} (target <= 2)")
+    print("load average after:", ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     mem.close()
     aff.close()
 
