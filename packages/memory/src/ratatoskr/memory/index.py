@@ -55,6 +55,8 @@ _MAX_RUNS = 48
 # twice the kernel's work per row (index_bench's data, interleaved: 7% faster at
 # 100 rows, one end user's class; 3% at 200; slower from about 250; 30% at 1,000).
 FINE_ROWS = 200
+# Rows dequantized at once by stage 2 (float64 temporaries of ~12 MB at 384 dims).
+_STAGE2_ROWS = 4096
 
 F64 = npt.NDArray[np.float64]
 _NO_SCORES: F64 = np.zeros(0, dtype=np.float64)
@@ -403,6 +405,27 @@ class VectorIndex(Selection):
             self._give_back(int(rows.min()), int(rows.max()) + 1)
         return found
 
+    def _stage2(self, code: quantized.QueryCode, rows: Rows) -> F64:
+        """Stage-2 scores ``c`` of ``rows``, ``_STAGE2_ROWS`` at a time: a random
+        direction over a million rows leaves many rows after stage 1, and their float64
+        rows dequantized at once took hundreds of MB (any summation order is within the
+        bound, see :mod:`ratatoskr.memory.quantized`)."""
+        if rows.size > _STAGE2_ROWS:
+            return np.concatenate(
+                [
+                    self._stage2(code, rows[i : i + _STAGE2_ROWS])
+                    for i in range(0, rows.size, _STAGE2_ROWS)
+                ]
+            )
+        v = quantized.dequantize(
+            self._take(self._codes, rows),
+            self._scale[rows],
+            self._take(self._resid, rows),
+            self._scale2[rows],
+        )
+        out: F64 = v @ code.exact
+        return out
+
     def _narrow(
         self, code: quantized.QueryCode, k: int, rows: Rows, scores: F64
     ) -> list[Candidate]:
@@ -416,13 +439,7 @@ class VectorIndex(Selection):
             rows = rows[keep]
             count = keep.size
             if count > k:
-                v = quantized.dequantize(
-                    self._take(self._codes, rows),
-                    self._scale[rows],
-                    self._take(self._resid, rows),
-                    self._scale2[rows],
-                )
-                scores = v @ code.exact
+                scores = self._stage2(code, rows)
                 b2 = quantized.bound2(code, self._err2_max, self.dim)
                 kth = float(np.partition(scores, count - k)[count - k])
                 keep = np.nonzero(scores >= kth - 2.0 * b2)[0]
