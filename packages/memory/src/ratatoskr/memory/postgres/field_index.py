@@ -20,6 +20,9 @@ Every expression here reads ``record_json`` (text) through :data:`DOC`, the reco
 - :func:`number` and :func:`string` are the value as ``numeric`` / ``text``
   ``COLLATE "C"`` when it is of that JSON type, else NULL (no cast of another type
   is ever evaluated: ``CASE``).
+- :func:`json_value` is the value as ``json``: a number keeps the text it was written
+  with (``jsonb`` keeps only its ``numeric``), which tells an int from a float where
+  the filter needs it (big numbers, see the filter module); no index reads it.
 
 Indexes, per declared field, made when a store opens with the field declared (the
 existing rows are indexed then, under the table's SHARE lock: writes wait for the
