@@ -110,5 +110,7 @@ def test_a_large_gather_from_a_released_map_takes_the_same_rows(tmp_path: Path) 
     whole = np.array(index._codes)  # a copy of the whole map
     assert np.array_equal(index._take(index._codes, rows), whole[rows])
     assert np.array_equal(index._take(index._resid, rows), np.array(index._resid)[rows])
+    few = rows[::100]  # 20 rows scattered over the whole map
+    assert np.array_equal(index._take(index._codes, few), whole[few])
     shuffled = rows[rng.permutation(rows.size)]
     assert np.array_equal(index._take(index._codes, shuffled), whole[shuffled])

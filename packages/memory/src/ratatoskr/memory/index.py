@@ -270,11 +270,12 @@ class VectorIndex(Selection):
             released.read(start, stop)
 
     def _take(self, arr: npt.NDArray[np.int8], rows: Rows) -> npt.NDArray[np.int8]:
-        """``arr[rows]``; from a released map, many ascending rows are gathered a
-        budget's worth of the matrix at a time, each part's pages given back after it (a
-        scattered gather maps pages all over the matrix)."""
+        """``arr[rows]``; from a released map, ascending rows spread wider than a
+        budget's worth of the matrix are gathered that much at a time, each part's pages
+        given back after it (the kernel maps megabytes around each scattered row: a few
+        hundred stage-1 survivors mapped the whole residual array)."""
         block = max(1, self.map_budget // self.dim)
-        if not self._released or rows.size < 1024 or int(rows[-1]) - int(rows[0]) < block:
+        if not self._released or rows.size < 2 or int(rows[-1]) - int(rows[0]) < block:
             return arr[rows]
         if not bool(np.all(rows[1:] >= rows[:-1])):
             return arr[rows]
