@@ -76,6 +76,21 @@ def test_calls_do_not_prune_and_the_prune_takes_the_callers_clock(path: str) -> 
     cache.close()
 
 
+def test_a_clock_stepping_back_does_not_prune_live_entries(path: str) -> None:
+    """One call with the clock an hour ahead, then the clock steps back (NTP): the
+    prune uses the latest call's time, so an entry live on today's clock stays and
+    its token is still refused."""
+    cache = SqliteTokenCache(path)
+    assert cache.check_and_add("ahead", 3760.0, now=3700.0)
+    assert cache.check_and_add("j2", 160.0, now=100.0)
+    cache.prune()
+    assert not cache.check_and_add("j2", 170.0, now=110.0)
+    cache.check_and_add("later", 400.0, now=300.0)
+    assert cache.prune() == 1  # j2, expired at 160 by the clock calls use now
+    assert not cache.seen("j2", now=300.0) and cache.seen("ahead", now=300.0)
+    cache.close()
+
+
 def test_an_expired_entry_is_forgotten_before_it_is_pruned(path: str) -> None:
     cache = SqliteTokenCache(path)
     assert cache.check_and_add("j", 10.0, now=0.0)

@@ -88,7 +88,9 @@ class SqliteTokenCache:
             ),
         )
         self._stop = threading.Event()
-        # The newest ``now`` a call gave, and the one the last prune used.
+        # The ``now`` the latest call gave (not the largest ever given: after the clock
+        # steps back, pruning by a time from before the step would drop entries that
+        # are live on the clock the calls use now), and the one the last prune used.
         self._latest = float("-inf")
         self._pruned_at = float("-inf")
         self._checkpointer = threading.Thread(
@@ -107,7 +109,7 @@ class SqliteTokenCache:
                 continue
 
     def check_and_add(self, jti: str, expires_at: float, now: float) -> bool:
-        self._latest = max(self._latest, now)
+        self._latest = now
         with self._db.write() as conn:
             conn.execute(
                 "INSERT INTO replay_jti (jti, expires_at) VALUES (?, ?)"
@@ -118,14 +120,14 @@ class SqliteTokenCache:
             return conn.changes() == 1
 
     def prune(self, now: float | None = None) -> int:
-        """Drop the entries expired at ``now`` (None: the newest time a call of this
-        process gave; nothing when none came since the last prune), at most
+        """Drop the entries expired at ``now`` (None: the time the latest call of this
+        process gave; nothing when it is the time the last prune used), at most
         :data:`PRUNE_BATCH` per write transaction; how many went. An expired entry
         already counts as forgotten, so this changes no answer: it keeps the table
         small (the checkpointer runs it)."""
         if now is None:
             now = self._latest
-            if now <= self._pruned_at:
+            if now == self._pruned_at:
                 return 0
         gone = 0
         while True:
@@ -139,7 +141,7 @@ class SqliteTokenCache:
             gone += deleted
             if deleted < PRUNE_BATCH or self._stop.is_set():
                 break
-        self._pruned_at = max(self._pruned_at, now)
+        self._pruned_at = now
         return gone
 
     def seen(self, jti: str, now: float) -> bool:
