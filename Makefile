@@ -24,9 +24,10 @@ $(VENV)/.synced: $(BIN)/uv uv.lock pyproject.toml $(wildcard packages/*/pyprojec
 
 bootstrap: $(VENV)/.synced
 
-# lint and type run beside the suite, not before it: the suite waits on server processes
-# much of the time, and mypy (~2 min of one core in a fresh clone) fills those gaps.
-# -o streams every env's output as it comes (the coverage table included).
+# lint and type run beside the suite, not before it: the suite's workers wait on server
+# processes much of the time, and mypy (~26 s of CPU in a fresh clone, no cache; 1-3 min
+# of wall on a loaded host when run first) fills those gaps. -o streams every env's output
+# as it comes (the coverage table included).
 test: bootstrap
 	$(BIN)/tox run-parallel -p all -o -e lint,type,py311
 
