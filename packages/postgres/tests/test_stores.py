@@ -9,14 +9,19 @@ from typing import Any
 
 import numpy as np
 import psycopg
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from psycopg import sql
 
+from bifrost.affect.protocol import affect_health
 from bifrost.context import DispatchContext
-from bifrost.scope import matches_scope
-from ratatoskr.affect.postgres import open_postgres_affect_store
-from ratatoskr.memory.postgres import open_postgres_memory_store
+from bifrost.memory.protocol import memory_health
+from bifrost.memory.validation import DEFAULT_MAX_BATCH, DEFAULT_MAX_PAGE
+from bifrost.quota import NO_QUOTA
+from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
+from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
+from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
 from ratatoskr.memory.postgres.schema import (
     COVERED_DIM_MAX,
     COVERED_TENANT_BYTES,
@@ -316,3 +321,29 @@ def test_no_covering_index_where_the_vector_cannot_fit(
             (schema, COVERING_INDEX),
         ).fetchone()
     assert found == (0,)
+
+
+def test_store_options_take_their_defaults_and_health_is_the_planes(
+    pg_pool: Pool, schema: str
+) -> None:
+    """The options every store of a plane shares (bifrost's MemoryOptions/AffectOptions),
+    defaults and health included, reach the PostgreSQL stores; a misspelt one is the
+    TypeError an explicit signature raises, before any database is touched."""
+    memory = open_postgres_memory_store(
+        pg_pool, schema=schema, embedding_dim=4, max_top_k=3, filterable_fields=["a", "a"]
+    )
+    assert memory.health() == memory_health(
+        embedding_dim=4, max_batch=DEFAULT_MAX_BATCH, max_top_k=3, max_page=DEFAULT_MAX_PAGE
+    )
+    assert (memory.max_scope_any, memory.filterable_fields) == (DEFAULT_MAX_SCOPE_ANY, ("a",))
+    assert memory.retention_s is None and memory.quota is NO_QUOTA
+    affect = open_postgres_affect_store(pg_pool, schema=f"{schema}_a", max_page=7)
+    assert affect.health() == affect_health(max_batch=DEFAULT_MAX_BATCH, max_page=7)
+    no_database: Any = None
+    misspelt: dict[str, Any] = {"max_pages": 7}
+    with pytest.raises(TypeError, match="'max_pages'"):
+        PostgresMemoryStore(no_database, embedding_dim=4, **misspelt)
+    with pytest.raises(TypeError, match="'max_pages'"):
+        PostgresAffectStore(no_database, **misspelt)
+    with pytest.raises(TypeError, match="'max_pages'"):
+        open_postgres_affect_store(pg_pool, schema=f"{schema}_b", **misspelt)

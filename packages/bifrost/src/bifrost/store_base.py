@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypedDict, TypeVar
 from bifrost.context import DispatchContext
 from bifrost.writes import Scoped, WriteRequest, under_grant
 
-__all__ = ["BatchWrites", "PageArgs", "ScopeArgs", "WriteArgs", "keywords"]
+__all__ = ["BatchWrites", "PageArgs", "ScopeArgs", "WriteArgs", "check_keywords", "keywords"]
 
 _V = TypeVar("_V", bound=Scoped)
 
@@ -56,12 +56,19 @@ def keywords(verb: str, given: Mapping[str, Any], declared: Any) -> dict[str, An
     when ``given`` holds a keyword ``declared`` does not, or lacks a required one."""
     optional: frozenset[str] = declared.__optional_keys__
     required: frozenset[str] = declared.__required_keys__
-    for name in given:
-        if name not in optional and name not in required:
-            raise TypeError(f"{verb}() got an unexpected keyword argument {name!r}")
+    check_keywords(verb, given, declared)
     for name in sorted(required - given.keys()):
         raise TypeError(f"{verb}() missing required keyword argument {name!r}")
     return {name: given.get(name) for name in (*required, *optional)}
+
+
+def check_keywords(verb: str, given: Mapping[str, Any], declared: Any) -> None:
+    """Raises the ``TypeError`` Python raises for an explicit signature when ``given``
+    holds a keyword the TypedDict ``declared`` does not."""
+    known: frozenset[str] = declared.__optional_keys__ | declared.__required_keys__
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{verb}() got an unexpected keyword argument {name!r}")
 
 
 Validate = Callable[

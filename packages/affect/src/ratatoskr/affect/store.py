@@ -24,33 +24,23 @@ SQLite, and the same plan, without it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Unpack
 
 import apsw
 
-from bifrost.affect.protocol import (
-    AffectReads,
-    AffectWrites,
-    affect_health,
-)
+from bifrost.affect.protocol import AffectOptions, AffectReads, AffectWrites, affect_limits
 from bifrost.affect.validation import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_PAGE,
     HistoryQuery,
     ListQuery,
     ValidatedAffect,
 )
-from bifrost.limits import check_affect_limits
-from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
-from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import canonical_record
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest, batch_tenants, begin_write, check_quota, deletable
 from ratatoskr.affect import erase, portability
 from ratatoskr.affect.listing import fetch_current, list_page, load_record
+from ratatoskr.affect.portable_store import KeyPortability, PortableKeys
 from ratatoskr.affect.schema import LEDGER, MIGRATIONS, PLANE, QUOTA, TABLES
 from ratatoskr.sqlite import ConnectionOptions, Database, Written, codec
 
@@ -76,26 +66,15 @@ def _parse_scopes(texts: dict[str, str]) -> dict[str, dict[str, str]]:
     return {key: parsed[text] for key, text in texts.items()}
 
 
-class SqliteAffectStore(AffectWrites, AffectReads):
+class SqliteAffectStore(AffectWrites, AffectReads, PortableKeys):
     """An affect store over one SQLite database file (or ``":memory:"``)."""
 
-    def __init__(
-        self,
-        db: Database,
-        *,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_page: int = DEFAULT_MAX_PAGE,
-        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-        clock: Callable[[], float] = time.time,
-        quota: Quota = NO_QUOTA,
-    ) -> None:
-        check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
+    transfer: ClassVar[KeyPortability] = portability  # export_page, import_keys
+
+    def __init__(self, db: Database, **options: Unpack[AffectOptions]) -> None:
+        # Options and their defaults: bifrost.affect.protocol.AffectOptions.
+        self.take_options(options)
         self._db = db
-        self.quota = quota
-        self.max_batch = max_batch
-        self.max_page = max_page
-        self.max_scope_any = max_scope_any
-        self._clock = clock
 
     # -- descriptors -----------------------------------------------------------------
 
@@ -106,7 +85,7 @@ class SqliteAffectStore(AffectWrites, AffectReads):
         """
         with self._db.read() as conn:
             conn.execute("SELECT 1").fetchall()
-        return affect_health(max_batch=self.max_batch, max_page=self.max_page)
+        return super().health()
 
     # -- writes ----------------------------------------------------------------------
 
@@ -267,20 +246,6 @@ class SqliteAffectStore(AffectWrites, AffectReads):
     def database(self) -> Database:
         return self._db
 
-    def export_page(
-        self, after_key: str | None, limit: int, scope_all: Mapping[str, str]
-    ) -> tuple[list[ExportedKey], str | None]:
-        """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.affect.portability`)."""
-        return portability.export_page(self._db, after_key, limit, scope_all)
-
-    def import_keys(
-        self, batch: ImportedKeys, on_conflict: OnConflict, *, allow_scope_change: bool = False
-    ) -> ImportOutcome:
-        """One ``ratatoskr import`` batch (:mod:`ratatoskr.affect.portability`)."""
-        return portability.import_keys(
-            self._db, batch, on_conflict, allow_scope_change=allow_scope_change
-        )
-
     def dump(self) -> dict[str, _Rows]:
         """Every row of every affect table, sorted (for operators' checks and tests)."""
         with self._db.read() as conn:
@@ -311,32 +276,22 @@ RatatoskrAffectStore = SqliteAffectStore
 def open_affect_store(
     db_path: str,
     *,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_page: int = DEFAULT_MAX_PAGE,
-    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-    clock: Callable[[], float] = time.time,
     options: ConnectionOptions | None = None,
-    quota: Quota = NO_QUOTA,
+    **store_options: Unpack[AffectOptions],
 ) -> SqliteAffectStore:
     """Open (creating the schema on first use) the affect store at ``db_path``.
 
-    ``":memory:"`` gives a private in-memory database. ``quota`` is the per-tenant
-    quota (:mod:`bifrost.quota`; a write past it raises QuotaExceeded, nothing
-    written). Raises ValueError for non-positive limits and StorageError subclasses
-    (StorageUnavailable, StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable
-    files.
+    ``":memory:"`` gives a private in-memory database. ``store_options``
+    (:class:`bifrost.affect.protocol.AffectOptions`) go to the store: ``quota`` is the
+    per-tenant quota (:mod:`bifrost.quota`; a write past it raises QuotaExceeded,
+    nothing written). Raises ValueError (InvalidLimits) for non-positive limits,
+    before the file is touched, and StorageError subclasses (StorageUnavailable,
+    StorageCorrupt, StorageReadOnly, SchemaTooNew) for unusable files.
     """
-    check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
+    affect_limits(store_options)
     db = Database(db_path, plane=PLANE, migrations=MIGRATIONS, options=options)
     try:
-        return SqliteAffectStore(
-            db,
-            max_batch=max_batch,
-            max_page=max_page,
-            max_scope_any=max_scope_any,
-            clock=clock,
-            quota=quota,
-        )
+        return SqliteAffectStore(db, **store_options)
     except BaseException:
         db.close()
         raise

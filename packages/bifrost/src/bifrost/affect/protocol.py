@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol, Unpack, runtime_checkable
 
+from bifrost.affect.options import AffectOptions, affect_limits
 from bifrost.affect.validation import (
     HistoryQuery,
     ListQuery,
@@ -18,6 +20,7 @@ from bifrost.affect.validation import (
     validate_list,
     validate_put,
 )
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import distinct_ids
 from bifrost.store_base import BatchWrites, PageArgs, ScopeArgs, WriteArgs, keywords
 from bifrost.writes import WriteRequest
@@ -25,10 +28,12 @@ from bifrost.writes import WriteRequest
 __all__ = [
     "AFFECT_CAPABILITIES",
     "AffectDataStore",
+    "AffectOptions",
     "AffectReads",
     "AffectWrites",
     "ListArgs",
     "affect_health",
+    "affect_limits",
 ]
 
 # Module-level because AffectReads's ``list`` verb shadows the builtin inside it.
@@ -129,6 +134,20 @@ class AffectReads(abc.ABC):
     max_batch: int
     max_page: int
     max_scope_any: int
+    quota: Quota
+    _clock: Callable[[], float]
+
+    def take_options(self, options: AffectOptions) -> None:
+        """Check ``options`` (:func:`affect_limits`) and keep them as the store's
+        attributes, before the store makes anything. Raises TypeError, InvalidLimits."""
+        self.max_batch, self.max_page, self.max_scope_any = affect_limits(options)
+        self._clock = options.get("clock", time.time)
+        self.quota = options.get("quota", NO_QUOTA)
+
+    def health(self) -> dict[str, Any]:
+        """The store's static facts (:func:`affect_health`), never counts of data. A
+        backend with a database first makes a round trip to it, then returns these."""
+        return affect_health(max_batch=self.max_batch, max_page=self.max_page)
 
     def describe_store(self) -> dict[str, Any]:
         """Exactly :data:`AFFECT_CAPABILITIES` (a fresh copy)."""

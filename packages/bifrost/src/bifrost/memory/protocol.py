@@ -7,11 +7,15 @@ the token's scope grant before and after each call. Writes take the grant in
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
+from bifrost.fields import validate_fields
 from bifrost.memory.capabilities import StoreCapabilities
+from bifrost.memory.options import MemoryOptions, memory_limits
+from bifrost.memory.retention import validate_retention
 from bifrost.memory.validation import (
     DEFAULT_MAX_PAGE,
     ScanQuery,
@@ -22,12 +26,14 @@ from bifrost.memory.validation import (
     validate_search,
     validate_upsert,
 )
+from bifrost.quota import NO_QUOTA, Quota
 from bifrost.records import distinct_ids
 from bifrost.store_base import BatchWrites, PageArgs, ScopeArgs, WriteArgs, keywords
 from bifrost.writes import WriteRequest
 
 __all__ = [
     "MemoryDataStore",
+    "MemoryOptions",
     "MemoryReads",
     "MemoryScan",
     "MemoryWrites",
@@ -199,6 +205,35 @@ class MemoryReads(abc.ABC):
     max_page: int = DEFAULT_MAX_PAGE
     filterable_fields: tuple[str, ...] = ()
     """The declared filterable fields (:mod:`bifrost.memory.filters`); none: v1."""
+    quota: Quota
+    retention_s: float | None
+    _clock: Callable[[], float]
+
+    def take_options(self, embedding_dim: int, options: MemoryOptions) -> None:
+        """Check ``embedding_dim`` and ``options`` (each absent one its default) and
+        keep them as the store's attributes, before the store makes anything.
+
+        Raises TypeError for a keyword :class:`MemoryOptions` does not name;
+        InvalidLimits naming the first bad limit
+        (:func:`~bifrost.memory.options.memory_limits`); ValueError for a bad
+        ``retention_s`` or ``filterable_fields``."""
+        limits = memory_limits(embedding_dim, options)
+        self.max_batch, self.max_top_k, self.max_scope_any, self.max_page = limits
+        self.embedding_dim = embedding_dim
+        self.retention_s = validate_retention(options.get("retention_s"))
+        self.filterable_fields = validate_fields(options.get("filterable_fields", ()))
+        self._clock = options.get("clock", time.time)
+        self.quota = options.get("quota", NO_QUOTA)
+
+    def health(self) -> dict[str, Any]:
+        """The store's static facts (:func:`memory_health`), never counts of data. A
+        backend with a database first makes a round trip to it, then returns these."""
+        return memory_health(
+            embedding_dim=self.embedding_dim,
+            max_batch=self.max_batch,
+            max_top_k=self.max_top_k,
+            max_page=self.max_page,
+        )
 
     def describe_store(self) -> dict[str, Any]:
         """Exactly the v1 capability dict (INV-006), listing the filterable fields."""

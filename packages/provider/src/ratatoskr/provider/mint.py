@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 from bifrost.client import mint_token
-from bifrost.errors import InvalidArguments
 from bifrost.names import one_of, safe_name
 from bifrost.planes import plane_spec
-from bifrost.scope import validate_record_scope
+from ratatoskr.provider.portable import parse_scope
 from ratatoskr.provider.settings import ConfigError, Settings
 
 __all__ = ["mint_checked"]
@@ -34,7 +33,7 @@ def mint_checked(settings: Settings, args: argparse.Namespace) -> str:
             f"--lifetime: token lifetime exceeds the maximum ({args.lifetime} > "
             f"{settings.token_max_lifetime_s}, RATATOSKR_TOKEN_MAX_LIFETIME_S)"
         )
-    scope = _grant(args.scope)
+    scope = parse_scope(args.scope, malformed="token scope grant malformed: ")
     body = _body(args.body)
     _same_verb(body, args.verb)
     return mint_token(
@@ -48,20 +47,6 @@ def mint_checked(settings: Settings, args: argparse.Namespace) -> str:
         audience=settings.consumer_id,
         lifetime_s=args.lifetime,
     )
-
-
-def _grant(text: str) -> dict[str, str]:
-    """``--scope``: a JSON object of scope axes, as the provider checks a grant."""
-    try:
-        scope = json.loads(text)
-    except json.JSONDecodeError:
-        raise ConfigError("--scope: not a JSON object") from None
-    if not isinstance(scope, dict):
-        raise ConfigError("--scope: not a JSON object")
-    try:
-        return validate_record_scope(scope, "--scope")
-    except InvalidArguments as exc:
-        raise ConfigError(f"token scope grant malformed: {exc.message}") from None
 
 
 def _body(path: str) -> bytes:

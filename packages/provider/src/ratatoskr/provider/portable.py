@@ -68,10 +68,13 @@ def encode(obj: dict[str, Any]) -> bytes:
     return canonical_json(obj) + b"\n"
 
 
-def parse_scope(text: str | None, *, at_least_one: bool = False) -> dict[str, str]:
+def parse_scope(
+    text: str | None, *, at_least_one: bool = False, malformed: str = ""
+) -> dict[str, str]:
     """``--scope``: a JSON object of scope-lattice axes to non-empty strings (``{}``
     when not given); with ``at_least_one``, ``{}`` (every record) is refused. Raises
-    ConfigError naming the flag, never a value."""
+    ConfigError naming the flag, never a value; ``malformed`` starts the message of an
+    object that is not a valid scope (a token's grant: "token scope grant malformed: ")."""
     if text is None:
         return {}
     try:
@@ -85,7 +88,7 @@ def parse_scope(text: str | None, *, at_least_one: bool = False) -> dict[str, st
     try:
         return validate_record_scope(scope, "--scope")
     except InvalidArguments as exc:
-        raise ConfigError(exc.message) from None
+        raise ConfigError(f"{malformed}{exc.message}") from None
 
 
 def header(settings: Settings, plane: Plane, scope: dict[str, str], now: float) -> dict[str, Any]:

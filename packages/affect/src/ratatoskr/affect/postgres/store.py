@@ -16,27 +16,21 @@ one snapshot; pages are keyset pages (never offsets).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Unpack
 
 from psycopg import Cursor, sql
 
-from bifrost.affect.protocol import AffectReads, AffectWrites
+from bifrost.affect.protocol import AffectOptions, AffectReads, AffectWrites, affect_limits
 from bifrost.affect.validation import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_PAGE,
     HistoryQuery,
     ListQuery,
     ValidatedAffect,
 )
 from bifrost.jsoncodec import canonical_json, json_loads_exact
-from bifrost.limits import check_affect_limits
-from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
-from bifrost.quota import NO_QUOTA, Quota
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest
+from ratatoskr.affect.portable_store import KeyPortability, PortableKeys
 from ratatoskr.affect.postgres import portability
 from ratatoskr.affect.postgres import schema as affect_schema
 from ratatoskr.postgres.arrays import int8_array, text_array, utf8_text_array
@@ -71,24 +65,15 @@ def _view(record_json: Any, revision: Any, recorded_at: Any) -> dict[str, Any]:
     return {**record, "revision": int(revision), "recorded_at": str(recorded_at)}
 
 
-class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
+class PostgresAffectStore(AffectWrites, AffectReads, PortableKeys, SchemaStore):
     """An affect store over one schema of a PostgreSQL server (see the module docstring)."""
 
-    def __init__(
-        self,
-        db: PostgresDatabase,
-        *,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_page: int = DEFAULT_MAX_PAGE,
-        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-        clock: Callable[[], float] = time.time,
-        quota: Quota = NO_QUOTA,
-    ) -> None:
-        check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
-        SchemaStore.__init__(self, db, affect_schema.TABLES, clock, quota)
-        self.max_batch = max_batch
-        self.max_page = max_page
-        self.max_scope_any = max_scope_any
+    transfer: ClassVar[KeyPortability] = portability  # export_page, import_keys
+
+    def __init__(self, db: PostgresDatabase, **options: Unpack[AffectStoreOptions]) -> None:
+        # Options and their defaults: bifrost.affect.protocol.AffectOptions.
+        self.take_options(options)
+        SchemaStore.__init__(self, db, affect_schema.TABLES, self._clock, self.quota)
         self._current = db.table(affect_schema.CURRENT)
         self._list_by_shape = StatementCache()
         self._compose_writes(self._current, db.table(affect_schema.HISTORY))
@@ -139,12 +124,7 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
 
         Raises StorageError subclasses when the server cannot be reached."""
         self._ping()
-        return {
-            "status": "ok",
-            "plane": affect_schema.PLANE,
-            "max_batch": self.max_batch,
-            "max_page": self.max_page,
-        }
+        return super().health()
 
     # -- writes ----------------------------------------------------------------------
 
@@ -279,20 +259,6 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
 
     # -- plumbing --------------------------------------------------------------------
 
-    def export_page(
-        self, after_key: str | None, limit: int, scope_all: Mapping[str, str]
-    ) -> tuple[list[ExportedKey], str | None]:
-        """A keyset page for ``ratatoskr export`` (:mod:`ratatoskr.affect.postgres.portability`)."""
-        return portability.export_page(self._db, after_key, limit, scope_all)
-
-    def import_keys(
-        self, batch: ImportedKeys, on_conflict: OnConflict, *, allow_scope_change: bool = False
-    ) -> ImportOutcome:
-        """One ``ratatoskr import`` batch (:mod:`ratatoskr.affect.postgres.portability`)."""
-        return portability.import_keys(
-            self._db, batch, on_conflict, allow_scope_change=allow_scope_change
-        )
-
     def _fetch(self, keys: Sequence[str]) -> _Records:
         stored = [to_db(k) for k in keys]
         rows = self._db.read(
@@ -301,14 +267,8 @@ class PostgresAffectStore(AffectWrites, AffectReads, SchemaStore):
         return {from_db(str(k)): _view(rj, rev, at) for k, rj, rev, at in rows}
 
 
-class AffectStoreOptions(TypedDict, total=False):
-    """The keyword arguments of :class:`PostgresAffectStore`."""
-
-    max_batch: int
-    max_page: int
-    max_scope_any: int
-    clock: Callable[[], float]
-    quota: Quota
+AffectStoreOptions = AffectOptions
+"""The keyword arguments of :class:`PostgresAffectStore` (bifrost's ``AffectOptions``)."""
 
 
 def open_postgres_affect_store(
@@ -327,7 +287,7 @@ def open_postgres_affect_store(
     Raises ValueError for a bad schema name or limits; StorageUnavailable,
     ForeignDatabase, SchemaTooNew.
     """
-    _check_limits(**options)  # before the schema is made: bad limits change nothing
+    affect_limits(options)  # before the schema is made: bad limits change nothing
     return open_schema(
         dsn,
         lambda db: PostgresAffectStore(db, **options),
@@ -336,14 +296,3 @@ def open_postgres_affect_store(
         migrations=affect_schema.migrations(schema),
         pool_options=pool_options,
     )
-
-
-def _check_limits(
-    *,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_page: int = DEFAULT_MAX_PAGE,
-    max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-    **_others: object,
-) -> None:
-    """The store's limits as it will check them (its defaults), before it exists."""
-    check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)

@@ -6,29 +6,21 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
-from bifrost.affect.protocol import (
-    AffectReads,
-    AffectWrites,
-    affect_health,
-)
+from bifrost.affect.protocol import AffectOptions, AffectReads, AffectWrites
 from bifrost.affect.validation import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_PAGE,
     HistoryQuery,
     ListQuery,
     ValidatedAffect,
 )
 from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
-from bifrost.limits import check_affect_limits
 from bifrost.portability import ExportedKey, ImportedKeys, ImportOutcome, OnConflict
-from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
+from bifrost.quota import TenantUsage, batch_tenants, check_quota, tenant_of
+from bifrost.scope import matches_scope
 from bifrost.timestamps import rfc3339
 from bifrost.writes import WriteRequest, begin_write, deletable
 
@@ -53,30 +45,15 @@ class _Rev:
 class InMemoryAffectStore(AffectWrites, AffectReads):
     """Reference ``AffectDataStore``. ``clock`` drives TTLs and ``recorded_at``."""
 
-    def __init__(
-        self,
-        *,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_page: int = DEFAULT_MAX_PAGE,
-        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-        clock: Callable[[], float] = time.time,
-        quota: Quota = NO_QUOTA,
-    ) -> None:
-        check_affect_limits(max_batch=max_batch, max_page=max_page, max_scope_any=max_scope_any)
-        self.max_batch = max_batch
-        self.max_page = max_page
-        self.max_scope_any = max_scope_any
-        self._clock = clock
+    def __init__(self, **options: Unpack[AffectOptions]) -> None:
+        # Options and their defaults: bifrost.affect.protocol.AffectOptions.
+        self.take_options(options)
         self._lock = threading.RLock()
         self._keys: dict[str, list[_Rev]] = {}  # oldest first
         self._ledger = DictLedger()
         # A key counts once, with the bytes of every revision it keeps, for the tenant
         # of its newest revision.
-        self.quota = quota
         self._usage = TenantUsage()
-
-    def health(self) -> dict[str, Any]:
-        return affect_health(max_batch=self.max_batch, max_page=self.max_page)
 
     def perform_put(self, request: WriteRequest[ValidatedAffect], actor: str) -> dict[str, Any]:
         """Each record is appended as its key's next revision (under the store's lock)."""

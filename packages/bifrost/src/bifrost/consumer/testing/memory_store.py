@@ -5,22 +5,16 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from bifrost.consumer.testing import portability
 from bifrost.consumer.testing._ledger import DictLedger
-from bifrost.fields import validate_fields
-from bifrost.limits import check_memory_limits
 from bifrost.memory.filters import MetadataFilter
-from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
-from bifrost.memory.retention import expiry_cutoff, is_expired, validate_retention
+from bifrost.memory.protocol import MemoryOptions, MemoryReads, MemoryWrites
+from bifrost.memory.retention import expiry_cutoff, is_expired
 from bifrost.memory.validation import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_PAGE,
-    DEFAULT_MAX_TOP_K,
     ScanQuery,
     SearchQuery,
     ValidatedChunk,
@@ -29,8 +23,8 @@ from bifrost.memory.validation import (
     unit_vector,
 )
 from bifrost.portability import ExportedChunk, ImportedChunks, ImportOutcome, OnConflict
-from bifrost.quota import NO_QUOTA, Quota, TenantUsage, batch_tenants, check_quota, tenant_of
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
+from bifrost.quota import TenantUsage, batch_tenants, check_quota, tenant_of
+from bifrost.scope import matches_scope
 from bifrost.writes import WriteRequest, begin_write, deletable
 
 __all__ = ["InMemoryMemoryStore"]
@@ -56,49 +50,15 @@ class InMemoryMemoryStore(MemoryWrites, MemoryReads):
     filtered out of every read until :meth:`sweep_expired` erases them).
     """
 
-    def __init__(
-        self,
-        embedding_dim: int,
-        *,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_top_k: int = DEFAULT_MAX_TOP_K,
-        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-        clock: Callable[[], float] = time.time,
-        max_page: int = DEFAULT_MAX_PAGE,
-        filterable_fields: Iterable[str] = (),
-        quota: Quota = NO_QUOTA,
-        retention_s: float | None = None,
-    ) -> None:
-        self.retention_s = validate_retention(retention_s)
+    def __init__(self, embedding_dim: int, **options: Unpack[MemoryOptions]) -> None:
+        # Options and their defaults: bifrost.memory.protocol.MemoryOptions.
         if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int):
             raise TypeError("embedding_dim must be an int")
-        check_memory_limits(
-            embedding_dim=embedding_dim,
-            max_batch=max_batch,
-            max_top_k=max_top_k,
-            max_scope_any=max_scope_any,
-            max_page=max_page,
-        )
-        self.max_page = max_page
-        self.filterable_fields = validate_fields(filterable_fields)
-        self.embedding_dim = embedding_dim
-        self.max_batch = max_batch
-        self.max_top_k = max_top_k
-        self.max_scope_any = max_scope_any
-        self._clock = clock
+        self.take_options(embedding_dim, options)
         self._lock = threading.RLock()
         self._chunks: dict[str, _Chunk] = {}
         self._ledger = DictLedger()
-        self.quota = quota
         self._usage = TenantUsage()
-
-    def health(self) -> dict[str, Any]:
-        return memory_health(
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
-            max_top_k=self.max_top_k,
-            max_page=self.max_page,
-        )
 
     def perform_upsert(self, request: WriteRequest[ValidatedChunk], actor: str) -> dict[str, Any]:
         """Each chunk becomes its id's next revision (dicts, under the store's lock)."""

@@ -19,21 +19,16 @@ than as hex text (measured: docs/decisions.md).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from collections.abc import Mapping, Sequence
+from typing import Any, Unpack
 
 from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
-from bifrost.fields import validate_fields
-from bifrost.limits import check_memory_limits, positive_limit
-from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
-from bifrost.memory.retention import expiry_cutoff, validate_retention
+from bifrost.limits import positive_limit
+from bifrost.memory.protocol import MemoryOptions, MemoryReads, MemoryWrites
+from bifrost.memory.retention import expiry_cutoff
 from bifrost.memory.validation import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_PAGE,
-    DEFAULT_MAX_TOP_K,
     ScanQuery,
     SearchQuery,
     ValidatedChunk,
@@ -45,8 +40,6 @@ from bifrost.portability import (
     ImportOutcome,
     OnConflict,
 )
-from bifrost.quota import NO_QUOTA, Quota
-from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres import portability
 from ratatoskr.memory.postgres import schema as memory_schema
@@ -73,35 +66,12 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
     """A memory store over one schema of a PostgreSQL server (see the module docstring)."""
 
     def __init__(
-        self,
-        db: PostgresDatabase,
-        *,
-        embedding_dim: int,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_top_k: int = DEFAULT_MAX_TOP_K,
-        max_scope_any: int = DEFAULT_MAX_SCOPE_ANY,
-        clock: Callable[[], float] = time.time,
-        max_page: int = DEFAULT_MAX_PAGE,
-        filterable_fields: Sequence[str] = (),
-        quota: Quota = NO_QUOTA,
-        retention_s: float | None = None,
+        self, db: PostgresDatabase, *, embedding_dim: int, **options: Unpack[MemoryStoreOptions]
     ) -> None:
-        check_memory_limits(
-            embedding_dim=embedding_dim,
-            max_batch=max_batch,
-            max_top_k=max_top_k,
-            max_scope_any=max_scope_any,
-            max_page=max_page,
-        )
-        # Expiry (ratatoskr.memory.postgres.retention): every read holds LIVE_SQL.
-        self.retention_s = validate_retention(retention_s)
-        self.max_page = max_page
-        self.filterable_fields = validate_fields(filterable_fields)
-        SchemaStore.__init__(self, db, memory_schema.TABLES, clock, quota)
-        self.embedding_dim = embedding_dim
-        self.max_batch = max_batch
-        self.max_top_k = max_top_k
-        self.max_scope_any = max_scope_any
+        # Options and their defaults: bifrost.memory.protocol.MemoryOptions. Expiry
+        # (ratatoskr.memory.postgres.retention): every read holds LIVE_SQL.
+        self.take_options(embedding_dim, options)
+        SchemaStore.__init__(self, db, memory_schema.TABLES, self._clock, self.quota)
         found = db.run(vector_extension)
         if found is None:
             raise RuntimeError("the vector extension vanished after the schema was created")
@@ -160,12 +130,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
 
         Raises StorageError subclasses when the server cannot be reached."""
         self._ping()
-        return memory_health(
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
-            max_top_k=self.max_top_k,
-            max_page=self.max_page,
-        )
+        return super().health()
 
     # -- writes ----------------------------------------------------------------------
 
@@ -296,17 +261,9 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         }
 
 
-class MemoryStoreOptions(TypedDict, total=False):
-    """The keyword arguments of :class:`PostgresMemoryStore` beside ``embedding_dim``."""
-
-    max_batch: int
-    max_top_k: int
-    max_scope_any: int
-    clock: Callable[[], float]
-    max_page: int
-    filterable_fields: Sequence[str]
-    quota: Quota
-    retention_s: float | None
+MemoryStoreOptions = MemoryOptions
+"""The keyword arguments of :class:`PostgresMemoryStore` beside ``embedding_dim``
+(bifrost's ``MemoryOptions``)."""
 
 
 def open_postgres_memory_store(
