@@ -347,3 +347,11 @@ def test_store_options_take_their_defaults_and_health_is_the_planes(
         PostgresAffectStore(no_database, **misspelt)
     with pytest.raises(TypeError, match="'max_pages'"):
         open_postgres_affect_store(pg_pool, schema=f"{schema}_b", **misspelt)
+    with pytest.raises(TypeError, match="'max_pages'"):
+        open_postgres_memory_store(pg_pool, schema=f"{schema}_c", embedding_dim=4, **misspelt)
+    with pg_pool.connection() as conn:
+        made = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = ANY(%s)",
+            ([f"{schema}_b", f"{schema}_c"],),
+        ).fetchone()
+    assert made is not None and made[0] == 0  # refused before any schema was made

@@ -33,7 +33,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from bifrost.memory.protocol import MemoryReads, MemoryWrites, memory_health
+from bifrost.memory.protocol import MemoryReads, MemoryWrites
 from bifrost.memory.validation import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PAGE,
@@ -105,12 +105,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         """Static facts plus a round trip to the database; never counts of data."""
         with self._db.read() as conn:
             conn.execute("SELECT 1").fetchall()
-        return memory_health(
-            embedding_dim=self.embedding_dim,
-            max_batch=self.max_batch,
-            max_top_k=self.max_top_k,
-            max_page=self.max_page,
-        )
+        return super().health()
 
     # -- writes ------------------------------------------------------------------------
 

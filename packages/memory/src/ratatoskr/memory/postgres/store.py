@@ -26,6 +26,7 @@ from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
 from bifrost.limits import positive_limit
+from bifrost.memory.options import memory_limits
 from bifrost.memory.protocol import MemoryOptions, MemoryReads, MemoryWrites
 from bifrost.memory.retention import expiry_cutoff
 from bifrost.memory.validation import (
@@ -291,6 +292,7 @@ def open_postgres_memory_store(
     positive_limit("embedding_dim", embedding_dim)
     if embedding_dim > 16_000:
         raise InvalidArguments("embedding_dim must be at most 16000 (pgvector's limit)")
+    memory_limits(embedding_dim, options)  # before the schema is made: nothing changes
     return open_schema(
         dsn,
         lambda db: PostgresMemoryStore(db, embedding_dim=embedding_dim, **options),
