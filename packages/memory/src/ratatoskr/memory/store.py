@@ -416,26 +416,30 @@ def open_memory_store(
         quota,
         retention_s,
     )
-    opts = dataclasses.replace(
-        options or ConnectionOptions(),
-        # Searches never scan SQLite (the index is in memory) and read a few rows
-        # each, so memory-mapping buys nothing here, while every mapped page a
-        # reload or a long-lived process touches counts in its RSS (256 MB by default).
-        mmap_size=options.mmap_size if options is not None else 0,
-        load_vec=True,
-    )
     db = Database(
         db_path,
         plane=PLANE,
         migrations=migrations(embedding_dim),
         meta={"embedding_dim": MetaSetting(str(embedding_dim), "embedding_dim")},
-        options=opts,
+        options=_connection_options(options),
     )
     try:
         return SqliteMemoryStore(db, limits, clock=clock)
     except BaseException:
         db.close()
         raise
+
+
+def _connection_options(options: ConnectionOptions | None) -> ConnectionOptions:
+    """The plane's connection options: sqlite-vec loaded, and no memory map unless the
+    caller asks for one. Searches never scan SQLite (the index is in memory) and read a
+    few rows each, so mapping buys nothing here, while every mapped page a reload or a
+    long-lived process touches counts in its RSS (256 MB by default)."""
+    return dataclasses.replace(
+        options or ConnectionOptions(),
+        mmap_size=options.mmap_size if options is not None else 0,
+        load_vec=True,
+    )
 
 
 def compact_memory_file(db_path: str, *, full: bool = False, vectors: bool = True) -> CompactReport:
