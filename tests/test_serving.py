@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import socket
 import statistics
 import threading
@@ -21,7 +22,11 @@ import uvicorn
 
 from bifrost.client import BifrostClient
 from bifrost.consumer.testing.helpers import envelope_bytes, signed_headers
-from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
+from ratatoskr.provider.connections import (
+    _FD_HEADROOM,
+    GuardedHttpToolsProtocol,
+    ProviderConfig,
+)
 from ratatoskr.provider.serving import bind_socket, connection_cap
 from ratatoskr.provider.settings import Settings
 from ratatoskr.provider.testing import ServerProcess
@@ -171,12 +176,21 @@ def _make_room_scenario() -> None:
             if server.started:
                 break
             time.sleep(0.05)
-        # Room for about 8 descriptors past the highest open now (4 connections: the
-        # client ends are ours too), once the free ones below it (holes) are taken.
+        # Waiting connections first, with no crowding mark yet: each takes two
+        # descriptors (both ends are in this process), so half the holes in the table
+        # fill them and 8 more go past its highest descriptor. Once the server holds
+        # them all, the mark is set just below the next descriptor: the client measured
+        # is the first crowded connection, and the oldest waiting one must make room.
         fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
-        holes = max(fds) + 1 - len(fds)
-        config.open_file_limit = max(fds) + 1 + 32 + 8
-        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(holes + 40)]
+        count = (max(fds) + 1 - len(fds) + 1) // 2 + 8
+        _raise_soft_file_limit(max(fds) + 1 + 2 * count + 64)
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+        for _ in range(200):
+            if len(server.server_state.connections) >= count:
+                break
+            time.sleep(0.01)
+        highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+        config.open_file_limit = highest + 1 + _FD_HEADROOM - 4
         answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
         assert answer.status_code == 200
         idle[0].settimeout(2)
@@ -190,3 +204,11 @@ def _make_room_scenario() -> None:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def _raise_soft_file_limit(needed: int) -> None:
+    """Raise this process's soft open-file limit to ``needed`` (within the hard one)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        top = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
