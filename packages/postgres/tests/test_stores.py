@@ -16,6 +16,7 @@ from psycopg import sql
 
 from bifrost.affect.protocol import affect_health
 from bifrost.context import DispatchContext
+from bifrost.errors import InvalidArguments
 from bifrost.memory.protocol import memory_health
 from bifrost.memory.validation import DEFAULT_MAX_BATCH, DEFAULT_MAX_PAGE
 from bifrost.quota import NO_QUOTA
@@ -349,9 +350,15 @@ def test_store_options_take_their_defaults_and_health_is_the_planes(
         open_postgres_affect_store(pg_pool, schema=f"{schema}_b", **misspelt)
     with pytest.raises(TypeError, match="'max_pages'"):
         open_postgres_memory_store(pg_pool, schema=f"{schema}_c", embedding_dim=4, **misspelt)
+    with pytest.raises(InvalidArguments, match="retention_s"):
+        open_postgres_memory_store(pg_pool, schema=f"{schema}_d", embedding_dim=4, retention_s=-1)
+    with pytest.raises(InvalidArguments, match="filterable field"):
+        open_postgres_memory_store(
+            pg_pool, schema=f"{schema}_e", embedding_dim=4, filterable_fields=[""]
+        )
     with pg_pool.connection() as conn:
         made = conn.execute(
             "SELECT count(*) FROM pg_namespace WHERE nspname = ANY(%s)",
-            ([f"{schema}_b", f"{schema}_c"],),
+            ([f"{schema}_{s}" for s in "bcde"],),
         ).fetchone()
     assert made is not None and made[0] == 0  # refused before any schema was made

@@ -25,10 +25,11 @@ from typing import Any, Unpack
 from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
+from bifrost.fields import validate_fields
 from bifrost.limits import positive_limit
 from bifrost.memory.options import memory_limits
 from bifrost.memory.protocol import MemoryOptions, MemoryReads, MemoryWrites
-from bifrost.memory.retention import expiry_cutoff
+from bifrost.memory.retention import expiry_cutoff, validate_retention
 from bifrost.memory.validation import (
     ScanQuery,
     SearchQuery,
@@ -292,7 +293,7 @@ def open_postgres_memory_store(
     positive_limit("embedding_dim", embedding_dim)
     if embedding_dim > 16_000:
         raise InvalidArguments("embedding_dim must be at most 16000 (pgvector's limit)")
-    memory_limits(embedding_dim, options)  # before the schema is made: nothing changes
+    _check_options(embedding_dim, options)  # before the schema is made: nothing changes
     return open_schema(
         dsn,
         lambda db: PostgresMemoryStore(db, embedding_dim=embedding_dim, **options),
@@ -302,3 +303,16 @@ def open_postgres_memory_store(
         meta={"embedding_dim": MetaSetting(str(embedding_dim), "embedding_dim")},
         pool_options=pool_options,
     )
+
+
+def _check_options(embedding_dim: int, options: MemoryOptions) -> None:
+    """Every check the store's constructor makes of ``options``, before anything is
+    made: a misspelt keyword (TypeError), a bad limit (InvalidLimits), and a bad
+    ``retention_s`` or ``filterable_fields`` (InvalidArguments, as the SQLite store's
+    open raises)."""
+    memory_limits(embedding_dim, options)
+    try:
+        validate_retention(options.get("retention_s"))
+        validate_fields(options.get("filterable_fields", ()))
+    except ValueError as exc:
+        raise InvalidArguments(str(exc)) from None
