@@ -8,12 +8,12 @@ batch ``n`` (5 rows, all of batch ``n``) was acknowledged.
 from __future__ import annotations
 
 import sys
-import threading
 from typing import Any
 
 import apsw
 
 from ratatoskr.sqlite import ConnectionOptions, Database, Migration, Written
+from ratatoskr.sqlite.grouptest import ack_forever
 
 MIGRATIONS = [
     Migration(
@@ -29,30 +29,18 @@ ROWS = 5
 def main() -> None:
     path, attempt = sys.argv[1], int(sys.argv[2])
     db = Database(path, plane="test", migrations=MIGRATIONS, options=ConnectionOptions())
-    out = threading.Lock()
 
-    def writer(t: int) -> None:
-        n = (attempt * THREADS + t) * 1_000_000
-        while True:
+    def write(n: int) -> object:
+        def batch(conn: apsw.Connection) -> Written[Any]:
+            conn.executemany(
+                "INSERT INTO items (id, batch, body) VALUES (?, ?, ?)",
+                [(f"{n}-{i}", n, "x" * 300) for i in range(ROWS)],
+            )
+            return Written(n)
 
-            def batch(conn: apsw.Connection, n: int = n) -> Written[Any]:
-                conn.executemany(
-                    "INSERT INTO items (id, batch, body) VALUES (?, ?, ?)",
-                    [(f"{n}-{i}", n, "x" * 300) for i in range(ROWS)],
-                )
-                return Written(n)
+        return db.write_batch(batch)
 
-            db.write_batch(batch)
-            with out:
-                sys.stdout.write(f"ack {n}\n")
-                sys.stdout.flush()
-            n += 1
-
-    threads = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    ack_forever(THREADS, lambda t: (attempt * THREADS + t) * 1_000_000, write)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 Every plane's group-commit tests need the same set-up: several writes from
 threads of their own, queued in a known order while the write lock is held, so
-that the first of them leads one group carrying them all.
+that the first of them leads one group carrying them all. Their crash tests need a
+child process whose threads write batches until it is killed, saying which were
+acknowledged (:func:`ack_forever`).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,3 +51,25 @@ def run_grouped(
     for thread in threads:
         thread.join(timeout_s)
     return out
+
+
+def ack_forever(threads: int, first: Callable[[int], int], write: Callable[[int], object]) -> None:
+    """Write batches from ``threads`` threads until the process is killed: thread
+    ``t`` writes batch ``first(t)``, then the next numbers, each with ``write(n)``,
+    and prints ``ack <n>`` (flushed) once ``write`` returned. Never returns."""
+    out = threading.Lock()
+
+    def writer(t: int) -> None:
+        n = first(t)
+        while True:
+            write(n)
+            with out:
+                sys.stdout.write(f"ack {n}\n")
+                sys.stdout.flush()
+            n += 1
+
+    running = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
