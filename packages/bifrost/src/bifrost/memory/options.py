@@ -8,13 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypedDict
 
+from bifrost.errors import InvalidArguments
+from bifrost.fields import validate_fields
 from bifrost.limits import check_memory_limits
+from bifrost.memory.retention import validate_retention
 from bifrost.memory.validation import DEFAULT_MAX_BATCH, DEFAULT_MAX_PAGE, DEFAULT_MAX_TOP_K
 from bifrost.quota import Quota
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY
 from bifrost.store_base import check_keywords
 
-__all__ = ["MemoryOptions", "memory_limits"]
+__all__ = ["MemoryOptions", "memory_limits", "retention_and_fields"]
 
 
 class MemoryOptions(TypedDict, total=False):
@@ -54,3 +57,14 @@ def memory_limits(embedding_dim: int, options: MemoryOptions) -> tuple[int, int,
         max_page=limits[3],
     )
     return limits
+
+
+def retention_and_fields(
+    retention_s: float | None, fields: Iterable[str]
+) -> tuple[float | None, tuple[str, ...]]:
+    """``retention_s`` and the filterable ``fields`` checked, as a store's open refuses
+    them: InvalidArguments (nothing made yet), not the ValueError of the validators."""
+    try:
+        return validate_retention(retention_s), validate_fields(fields)
+    except ValueError as exc:
+        raise InvalidArguments(str(exc)) from None

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from bifrost.errors import InvalidArguments
-from bifrost.fields import validate_fields
 from bifrost.limits import check_memory_limits, positive_limit
-from bifrost.memory.retention import validate_retention
+from bifrost.memory.options import retention_and_fields
 from bifrost.memory.validation import DEFAULT_MAX_PAGE
 from bifrost.quota import NO_QUOTA, Quota
 
@@ -38,12 +36,7 @@ class MemoryLimits:
             max_scope_any=self.max_scope_any,
             max_page=self.max_page,
         )
-        try:
-            object.__setattr__(self, "retention_s", validate_retention(self.retention_s))
-        except ValueError as exc:
-            raise InvalidArguments(str(exc)) from None
-        try:
-            object.__setattr__(self, "filterable_fields", validate_fields(self.filterable_fields))
-        except ValueError as exc:
-            raise InvalidArguments(str(exc)) from None
+        retention_s, fields = retention_and_fields(self.retention_s, self.filterable_fields)
+        object.__setattr__(self, "retention_s", retention_s)
+        object.__setattr__(self, "filterable_fields", fields)
         positive_limit("tombstone_retention", self.tombstone_retention)

@@ -25,11 +25,10 @@ from typing import Any, Unpack
 from psycopg import Cursor, sql
 
 from bifrost.errors import InvalidArguments
-from bifrost.fields import validate_fields
 from bifrost.limits import positive_limit
-from bifrost.memory.options import memory_limits
+from bifrost.memory.options import memory_limits, retention_and_fields
 from bifrost.memory.protocol import MemoryOptions, MemoryReads, MemoryWrites
-from bifrost.memory.retention import expiry_cutoff, validate_retention
+from bifrost.memory.retention import expiry_cutoff
 from bifrost.memory.validation import (
     ScanQuery,
     SearchQuery,
@@ -293,7 +292,9 @@ def open_postgres_memory_store(
     positive_limit("embedding_dim", embedding_dim)
     if embedding_dim > 16_000:
         raise InvalidArguments("embedding_dim must be at most 16000 (pgvector's limit)")
-    _check_options(embedding_dim, options)  # before the schema is made: nothing changes
+    # Every check the store makes of its options, before the schema is made.
+    memory_limits(embedding_dim, options)
+    retention_and_fields(options.get("retention_s"), options.get("filterable_fields", ()))
     return open_schema(
         dsn,
         lambda db: PostgresMemoryStore(db, embedding_dim=embedding_dim, **options),
@@ -303,16 +304,3 @@ def open_postgres_memory_store(
         meta={"embedding_dim": MetaSetting(str(embedding_dim), "embedding_dim")},
         pool_options=pool_options,
     )
-
-
-def _check_options(embedding_dim: int, options: MemoryOptions) -> None:
-    """Every check the store's constructor makes of ``options``, before anything is
-    made: a misspelt keyword (TypeError), a bad limit (InvalidLimits), and a bad
-    ``retention_s`` or ``filterable_fields`` (InvalidArguments, as the SQLite store's
-    open raises)."""
-    memory_limits(embedding_dim, options)
-    try:
-        validate_retention(options.get("retention_s"))
-        validate_fields(options.get("filterable_fields", ()))
-    except ValueError as exc:
-        raise InvalidArguments(str(exc)) from None
