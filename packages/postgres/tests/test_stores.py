@@ -23,6 +23,7 @@ from bifrost.quota import NO_QUOTA
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
+from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.postgres.schema import (
     COVERED_DIM_MAX,
     COVERED_TENANT_BYTES,
@@ -30,6 +31,8 @@ from ratatoskr.memory.postgres.schema import (
 )
 from ratatoskr.memory.postgres.search import rerank_margin
 from ratatoskr.postgres import Pool
+from ratatoskr.postgres.database import open_schema
+from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import conjunctions
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import Vector
@@ -362,3 +365,45 @@ def test_store_options_take_their_defaults_and_health_is_the_planes(
             ([f"{schema}_{s}" for s in "bcde"],),
         ).fetchone()
     assert made is not None and made[0] == 0  # refused before any schema was made
+
+
+def _storage(pg_dsn: str, schema: str) -> dict[str, str]:
+    """``attstorage`` of ``embedding`` in the chunks table and each index holding it."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, a.attstorage FROM pg_attribute a"
+            " JOIN pg_class c ON c.oid = a.attrelid"
+            " WHERE c.relnamespace = %s::regnamespace AND a.attname = 'embedding'",
+            (schema,),
+        ).fetchall()
+    return {str(r): str(s) for r, s in rows}
+
+
+@pytest.mark.parametrize("dim", [4, COVERED_DIM_MAX + 1])
+def test_covered_vectors_are_stored_plain_and_old_schemas_upgrade(
+    pg_dsn: str, pg_pool: Pool, schema: str, dim: int
+) -> None:
+    """Migration 6: where the covering index exists, the vector's storage is PLAIN in the
+    table and in the index (a btree entry over 512 bytes is otherwise run through pglz
+    on every write); above COVERED_DIM_MAX it stays MAIN. A schema made by migrations
+    1-5 upgrades at open and reads back what it held."""
+    old = memory_schema.migrations(schema, dim)[:5]
+    before = open_schema(
+        pg_pool,
+        lambda db: PostgresMemoryStore(db, embedding_dim=dim),
+        schema=schema,
+        plane=memory_schema.PLANE,
+        migrations=old,
+        meta={"embedding_dim": MetaSetting(str(dim), "embedding_dim")},
+    )
+    rec = {"id": "a", "embedding": [0.5] * dim, "scope": {"tenant": "t"}, "content": "x"}
+    before.upsert_many([rec], idempotency_key="k", ctx=CTX)
+    covered = dim <= COVERED_DIM_MAX
+    tables = {"memory_chunks": "m", **({COVERING_INDEX: "m"} if covered else {})}
+    assert _storage(pg_dsn, schema) == tables
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=dim)
+    assert _storage(pg_dsn, schema) == {t: "p" if covered else "m" for t in tables}
+    assert store.get("a") == {**rec, "revision": 1}
+    store.upsert_many([{**rec, "id": "b"}], idempotency_key="k2", ctx=CTX)
+    got = store.search([0.5] * dim, top_k=2, scope_all={"tenant": "t"})
+    assert [r["chunk_id"] for r in got] == ["a", "b"]
