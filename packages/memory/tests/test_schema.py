@@ -108,7 +108,7 @@ def check_reads_back(
 
 def test_migrations_are_append_only() -> None:
     steps = migrations(DIM)
-    assert [m.version for m in steps] == [1, 2, 3, 4, 5, 6]
+    assert [m.version for m in steps] == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_v1_file_upgrades_in_place_and_reads_back_equal(tmp_path: Path) -> None:

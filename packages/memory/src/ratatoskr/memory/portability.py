@@ -37,7 +37,9 @@ from ratatoskr.sqlite.keys import keyset_page, rows_in
 __all__ = ["export_page", "import_chunks"]
 
 # What an export reads of a chunk after its id.
-_EXPORTED = "scope_json, record_json, embedding_key, embedding_f64, revision, updated_at"
+_EXPORTED = (
+    "scope_json, record_json, embedding_key, embedding_f64, revision, updated_at, embedding_f32"
+)
 
 
 def export_page(
@@ -54,7 +56,7 @@ def export_page(
         rows, cursor = keyset_page(conn, "memory_chunks", "chunk_id", _EXPORTED, after_id, limit)
     out: list[portability.ExportedChunk] = []
     scopes: dict[str, dict[str, str]] = {}
-    for cid, sj, rj, key, blob, revision, updated_at in rows:
+    for cid, sj, rj, key, blob, revision, updated_at, f32 in rows:
         at = float(updated_at)
         if is_expired(at, cutoff):
             continue
@@ -65,7 +67,7 @@ def export_page(
                 scope = scopes[text] = codec.loads(text)
             if not matches_scope(scope, scope_all, None):
                 continue
-        stored = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision))
+        stored = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision), f32)
         out.append(portability.ExportedChunk(str(cid), stored.record(), stored.revision, at))
     return out, cursor
 
@@ -89,13 +91,15 @@ class _ImportTx:
 
     def held(self, ids: Sequence[str]) -> dict[str, portability.HeldChunk]:
         out: dict[str, portability.HeldChunk] = {}
-        for cid, rj, key, blob, revision, at in rows_in(
+        for cid, rj, key, blob, revision, at, f32 in rows_in(
             self._conn,
-            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, updated_at"
-            " FROM memory_chunks WHERE chunk_id IN ({keys})",
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, updated_at,"
+            " embedding_f32 FROM memory_chunks WHERE chunk_id IN ({keys})",
             ids,
         ):
-            chunk = StoredChunk(str(rj), None if key is None else str(key), blob, int(revision))
+            chunk = StoredChunk(
+                str(rj), None if key is None else str(key), blob, int(revision), f32
+            )
             out[str(cid)] = portability.HeldChunk(chunk.record(), chunk.revision, float(at))
         return out
 
@@ -107,8 +111,8 @@ class _ImportTx:
         if new:
             conn.executemany(
                 "INSERT INTO memory_chunks (record_json, embedding_key, embedding_f64,"
-                " revision, scope_json, origin, seq, updated_at, chunk_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " embedding_f32, revision, scope_json, origin, seq, updated_at, chunk_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows[: len(new)],
             )
             conn.executemany(
@@ -119,7 +123,8 @@ class _ImportTx:
         if over:
             conn.executemany(
                 "UPDATE memory_chunks SET record_json = ?, embedding_key = ?, embedding_f64 = ?,"
-                " revision = ?, scope_json = ?, origin = ?, seq = ?, updated_at = ?"
+                " embedding_f32 = ?, revision = ?, scope_json = ?, origin = ?, seq = ?,"
+                " updated_at = ?"
                 " WHERE chunk_id = ?",
                 rows[len(new) :],
             )
@@ -149,6 +154,7 @@ class _ImportTx:
             form.record_json,
             form.embedding_key,
             form.embedding_f64,
+            form.embedding_f32,
             revision,
             codec.dumps(dict(sorted(chunk.scope.items()))),
             origin if isinstance(origin, str) else None,
@@ -172,7 +178,7 @@ def import_chunks(
     above reads and writes. Raises ImportConflict, ImportScopeChange (nothing
     written), StorageError subclasses."""
     # Outside the transaction: the stored forms need nothing the database holds.
-    forms, units = stored_forms(batch.request.items, embedding_dim)
+    forms, units = stored_forms(batch.request.items, embedding_dim, narrow=True)
     with db.write() as conn:
         tx = _ImportTx(conn, forms, units, tombstone_retention, cutoff)
         return portability.import_chunk_batch(

@@ -1,6 +1,6 @@
 """How a chunk is stored, and the exact float64 scoring of stored chunks.
 
-A chunk is stored in one of two forms (INV-001 holds for both: every read gives
+A chunk is stored in one of three forms (INV-001 holds for each: every read gives
 back an object equal to the record written, with the same JSON types):
 
 - **binary** (every element of the embedding is a JSON float, which is what
@@ -10,9 +10,16 @@ back an object equal to the record written, with the same JSON types):
   Python float is a float64, so this is lossless: the sign of -0.0, subnormals
   and ±1e308 come back bit for bit. 384 floats take 3 KB instead of ~7.5 KB of
   text, and a search that does not return the embedding never parses it.
+- **binary float32** (the SQLite store, since its migration 7): the binary form
+  whose every element survives float64 → float32 → float64 bit for bit (-0.0 and
+  float32-representable subnormals included), which is what a client holding numpy
+  float32 sends: ``embedding_f32`` holds it as little-endian float32 instead of
+  ``embedding_f64`` (1.5 KB instead of 3 KB at 384 dims), and reads widen it back
+  to the same Python floats. Any other float (more digits, beyond float32's range)
+  keeps float64.
 - **JSON** (any element is an int — it must come back an int, and a big one may
   not fit a float64): the whole record sits in ``record_json``, as in schema v1;
-  ``embedding_key`` and ``embedding_f64`` are NULL.
+  ``embedding_key`` and the blobs are NULL.
 
 ``record_json`` is canonical JSON written and parsed by bifrost's orjson-backed
 codec: formatting and parsing floats with the standard library were the two
@@ -44,6 +51,7 @@ from bifrost.memory.validation import SearchQuery, ValidatedChunk, embedding_fie
 
 # Little-endian whatever the host, so a file moves between machines unchanged.
 _F64 = np.dtype("<f8")
+_F32 = np.dtype("<f4")
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class StoredForm:
     record_json: str
     embedding_key: str | None
     embedding_f64: bytes | None
+    embedding_f32: bytes | None = None  # instead of embedding_f64 (see narrow_rows)
 
 
 def stored_form(record: dict[str, Any]) -> StoredForm:
@@ -85,13 +94,16 @@ def _form(
 
 
 def stored_forms(
-    chunks: Sequence[ValidatedChunk], dim: int
+    chunks: Sequence[ValidatedChunk], dim: int, *, narrow: bool = False
 ) -> tuple[list[StoredForm], npt.NDArray[np.float32]]:
     """:func:`stored_form` of each chunk's record and :func:`unit_float32_rows` of
     their embeddings (what a write stores), from one float64 matrix: each validated
     embedding is packed once as little-endian float64 — the blob of a binary-form
     record (its elements are the embedding's own floats) and a row of the matrix the
-    unit rows are made from (the values ``np.array`` of the lists would hold)."""
+    unit rows are made from (the values ``np.array`` of the lists would hold).
+
+    ``narrow``: a binary-form record whose embedding is float32-exact gets its float32
+    blob instead (:func:`narrow_rows`; the SQLite store's schema has the column)."""
     if not chunks:
         return [], np.zeros((0, dim), dtype=np.float32)
     pack = struct.Struct(f"<{dim}d").pack
@@ -101,7 +113,27 @@ def stored_forms(
         _form(c.record, blob, floats=c.floats, plain=c.plain)
         for c, blob in zip(chunks, blobs, strict=True)
     ]
+    if narrow:
+        narrowed = narrow_rows(matrix)
+        forms = [
+            StoredForm(f.record_json, f.embedding_key, None, f32)
+            if f32 is not None and f.embedding_key is not None
+            else f
+            for f, f32 in zip(forms, narrowed, strict=True)
+        ]
     return forms, unit_rows(matrix).astype(np.float32)
+
+
+def narrow_rows(matrix: npt.NDArray[np.float64]) -> list[bytes | None]:
+    """For each row of a float64 matrix, its little-endian float32 bytes when every
+    element survives float64 → float32 → float64 bit for bit (compared as bits: the
+    sign of -0.0 counts, and a float32 subnormal is exact), else None (more digits
+    than float32 holds, or beyond its range)."""
+    m = np.ascontiguousarray(matrix, dtype=_F64)
+    with np.errstate(over="ignore"):  # 1e308 becomes inf: not exact, stays float64
+        m32 = m.astype(_F32)
+    exact = (m32.astype(_F64).view(np.int64) == m.view(np.int64)).all(axis=1)
+    return [row.tobytes() if ok else None for row, ok in zip(m32, exact.tolist(), strict=True)]
 
 
 def encode(record: dict[str, Any]) -> str:
@@ -138,7 +170,14 @@ class StoredChunk:
     the JSON form, the record without its embedding in the binary form), parsed on
     first use only: a search candidate that does not make the answer is never decoded."""
 
-    __slots__ = ("_rest", "embedding_f64", "embedding_key", "record_json", "revision")
+    __slots__ = (
+        "_rest",
+        "embedding_f32",
+        "embedding_f64",
+        "embedding_key",
+        "record_json",
+        "revision",
+    )
 
     def __init__(
         self,
@@ -146,11 +185,13 @@ class StoredChunk:
         embedding_key: str | None,
         embedding_f64: bytes | None,
         revision: int,
+        embedding_f32: bytes | None = None,
     ) -> None:
         self.record_json = record_json
         self.embedding_key = embedding_key
         self.embedding_f64 = embedding_f64
         self.revision = revision
+        self.embedding_f32 = embedding_f32
         self._rest: dict[str, Any] | None = None
 
     @property
@@ -161,11 +202,14 @@ class StoredChunk:
 
     def record(self) -> dict[str, Any]:
         """The record as written (keys sorted, as canonical JSON would give them)."""
-        if self.embedding_key is None or self.embedding_f64 is None:
+        if self.embedding_key is None or (
+            self.embedding_f64 is None and self.embedding_f32 is None
+        ):
             return self.rest
         full = dict(self.rest)
-        # tolist() makes Python floats: exact, -0.0 and subnormals included.
-        full[self.embedding_key] = np.frombuffer(self.embedding_f64, dtype=_F64).tolist()
+        # tolist() makes Python floats: exact, -0.0 and subnormals included (a float32
+        # widens to float64 exactly).
+        full[self.embedding_key] = self.vector().tolist()
         return dict(sorted(full.items()))
 
     def without_embedding(self) -> dict[str, Any]:
@@ -179,6 +223,8 @@ class StoredChunk:
         """The embedding as float64 (a view of the blob in the binary form)."""
         if self.embedding_f64 is not None:
             return np.frombuffer(self.embedding_f64, dtype=_F64)
+        if self.embedding_f32 is not None:
+            return np.frombuffer(self.embedding_f32, dtype=_F32).astype(_F64)
         return np.asarray(self.rest[embedding_field(self.rest)], dtype=np.float64)
 
 
@@ -252,12 +298,19 @@ def exact_scores(
 def _raw_rows(
     chunks: Sequence[StoredChunk],
 ) -> list[npt.NDArray[np.float64]] | npt.NDArray[np.float64]:
-    """The candidates' raw embeddings: one buffer of their float64 blobs when every one
-    is in the binary form (one numpy call instead of one per candidate)."""
-    blobs = [c.embedding_f64 for c in chunks]
-    if blobs and None not in blobs:
-        joined = b"".join(b for b in blobs if b is not None)
-        return np.frombuffer(joined, dtype=_F64).reshape(len(blobs), -1)
+    """The candidates' raw embeddings: one buffer of their blobs when every one is in
+    the same binary form (one numpy call instead of one per candidate; float32 widens
+    exactly, so the rows hold the same values either way)."""
+    for dtype, blobs in (
+        (_F64, [c.embedding_f64 for c in chunks]),
+        (_F32, [c.embedding_f32 for c in chunks]),
+    ):
+        if blobs and None not in blobs:
+            joined = b"".join(b for b in blobs if b is not None)
+            rows: npt.NDArray[np.float64] = (
+                np.frombuffer(joined, dtype=dtype).reshape(len(blobs), -1).astype(_F64, copy=False)
+            )
+            return rows
     return [c.vector() for c in chunks]
 
 

@@ -63,7 +63,7 @@ def fetch_at(conn: apsw.Connection, ids: Sequence[str]) -> tuple[dict[str, Store
     out: dict[str, StoredChunk] = {}
     at: int | None = None
     for part in chunks(ids):
-        for chunk_id, record_json, key, blob, revision, seq in conn.execute(
+        for chunk_id, record_json, key, blob, revision, seq, f32 in conn.execute(
             _fetch_sql(len(part)), tuple(part)
         ):
             out[str(chunk_id)] = StoredChunk(
@@ -71,6 +71,7 @@ def fetch_at(conn: apsw.Connection, ids: Sequence[str]) -> tuple[dict[str, Store
                 None if key is None else str(key),
                 blob,
                 int(revision),
+                f32,
             )
             at = 0 if seq is None else int(seq)
     return out, changes.seq(conn) if at is None else at
@@ -88,6 +89,6 @@ def _fetch_sql(n: int) -> str:
     """The fetch of ``n`` ids (made once per count: a search runs it every time, and
     the same text finds apsw's prepared statement)."""
     return (
-        f"SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, {changes.SEQ_SQL}"
-        f" FROM memory_chunks WHERE chunk_id IN ({placeholders(n)})"
+        f"SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, {changes.SEQ_SQL},"
+        f" embedding_f32 FROM memory_chunks WHERE chunk_id IN ({placeholders(n)})"
     )

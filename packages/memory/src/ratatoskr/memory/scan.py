@@ -31,7 +31,8 @@ __all__ = ["scan_rows"]
 
 _SNAPSHOT_ATTEMPTS = 50
 _PAGE_SQL = (
-    "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM memory_chunks"
+    "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision, embedding_f32"
+    " FROM memory_chunks"
     " WHERE chunk_id > ? ORDER BY chunk_id LIMIT ?"
 )
 
@@ -64,11 +65,11 @@ def scan_rows(
             (
                 str(cid),
                 _item(
-                    StoredChunk(str(rj), None if key is None else str(key), blob, int(rev)),  # type: ignore[arg-type]
+                    StoredChunk(str(rj), None if key is None else str(key), blob, int(rev), f32),  # type: ignore[arg-type]
                     query.include_embedding,
                 ),
             )
-            for cid, rj, key, blob, rev in rows
+            for cid, rj, key, blob, rev, f32 in rows
             if str(cid) not in gone
         ]
 

@@ -18,6 +18,9 @@
   length, see :mod:`bifrost.quota`), filled from the chunks already there.
 - ``memory_chunks_updated_at`` (migration 6): the write time in order, for
   retention's expiry probe and sweep (:mod:`ratatoskr.memory.retention`).
+- ``embedding_f32`` (migration 7): a float32-exact embedding as float32 instead of
+  float64 (:func:`ratatoskr.memory.records.narrow_rows`); the table is rebuilt with
+  the CHECKs of three forms, and the float32-exact rows already there narrowed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import math
 from collections.abc import Callable
 
 import apsw
+import numpy as np
 
 from bifrost.quota import record_size
 from ratatoskr.memory import records
@@ -53,6 +57,7 @@ def migrations(embedding_dim: int) -> list[Migration]:
         Migration(4, "per-tenant usage for quotas", _usage_v4),
         Migration(5, "tombstones keep a keyed digest of the id", DIGEST_TOMBSTONES_SQL),
         Migration(6, "write-time index for retention", UPDATED_AT_INDEX_SQL),
+        Migration(7, "float32-exact embeddings as float32", _narrow_embeddings_v7(embedding_dim)),
     ]
 
 
@@ -170,6 +175,81 @@ def _usage_v4(conn: apsw.Connection) -> None:
         conn.executemany("UPDATE memory_chunks SET record_bytes = ? WHERE rowid = ?", sizes)
         last = int(rows[-1][0])  # type: ignore[arg-type]
     conn.execute(QUOTA.create_sql())
+
+
+# memory_chunks as migration 7 leaves it (columns in the order migrations 1-4 made
+# them, then embedding_f32): the embedding in at most one blob, named by its key.
+_CHUNKS_V7 = """
+CREATE TABLE memory_chunks_v7 (
+    chunk_id TEXT PRIMARY KEY,
+    record_json TEXT NOT NULL,
+    revision INTEGER NOT NULL CHECK (revision >= 1),
+    scope_json TEXT NOT NULL,
+    origin TEXT,
+    seq INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    embedding_key TEXT CHECK (embedding_key IN ('embedding', 'vector')),
+    embedding_f64 BLOB CHECK (embedding_f64 IS NULL OR length(embedding_f64) = {f64}),
+    record_bytes INTEGER NOT NULL DEFAULT 0,
+    embedding_f32 BLOB CHECK (embedding_f32 IS NULL OR length(embedding_f32) = {f32}),
+    CHECK ((embedding_key IS NULL) = (embedding_f64 IS NULL AND embedding_f32 IS NULL)),
+    CHECK (embedding_f64 IS NULL OR embedding_f32 IS NULL)
+)
+"""
+_V6_COLUMNS = (
+    "chunk_id, record_json, revision, scope_json, origin, seq, updated_at,"
+    " embedding_key, embedding_f64, record_bytes"
+)
+
+
+def _narrow_embeddings_v7(dim: int) -> Callable[[apsw.Connection], None]:
+    """Rebuild ``memory_chunks`` with ``embedding_f32`` (SQLite cannot change a CHECK
+    in place: migration 2's allows a key only beside a float64 blob), copying every
+    row under its rowid with a float32-exact float64 blob narrowed, then its indexes
+    and triggers (the quota's) as they were; all in the migration's transaction."""
+
+    def migrate(conn: apsw.Connection) -> None:
+        kept = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT sql FROM sqlite_schema WHERE tbl_name = 'memory_chunks'"
+                " AND type IN ('index', 'trigger') AND sql IS NOT NULL ORDER BY type, name"
+            ).fetchall()
+        ]
+        conn.execute(_CHUNKS_V7.format(f64=8 * int(dim), f32=4 * int(dim)))
+        last = 0
+        while True:
+            rows = conn.execute(
+                f"SELECT rowid, {_V6_COLUMNS} FROM memory_chunks WHERE rowid > ?"
+                " ORDER BY rowid LIMIT ?",
+                (last, _MIGRATE_BATCH),
+            ).fetchall()
+            if not rows:
+                break
+            wide = [i for i, row in enumerate(rows) if isinstance(row[9], bytes)]
+            copied = [(*row, None) for row in rows]
+            try:
+                joined = b"".join(rows[i][9] for i in wide)  # type: ignore[misc]
+                matrix = np.frombuffer(joined, dtype="<f8").reshape(len(wide), int(dim))
+                for i, f32 in zip(wide, records.narrow_rows(matrix), strict=True):
+                    if f32 is not None:
+                        copied[i] = (*rows[i][:9], None, rows[i][10], f32)
+                conn.executemany(
+                    f"INSERT INTO memory_chunks_v7 (rowid, {_V6_COLUMNS}, embedding_f32)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    copied,
+                )
+            except (ValueError, apsw.ConstraintError):
+                # A row no v6 write makes; the upgrade rolls back whole.
+                raise StorageCorrupt("memory_chunks holds a row that is not valid") from None
+            last = int(rows[-1][0])  # type: ignore[arg-type]
+        conn.execute(
+            "DROP TABLE memory_chunks; ALTER TABLE memory_chunks_v7 RENAME TO memory_chunks;"
+        )
+        for sql in kept:
+            conn.execute(sql)
+
+    return migrate
 
 
 def rebuild_vec_table(conn: apsw.Connection) -> tuple[str, ...]:

@@ -116,7 +116,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         (:meth:`ratatoskr.sqlite.Database.write_batch`)."""
         # Outside the transaction: the stored forms and unit vectors need nothing the
         # database holds.
-        forms, units = stored_records.stored_forms(request.items, self.embedding_dim)
+        forms, units = stored_records.stored_forms(request.items, self.embedding_dim, narrow=True)
 
         def batch(conn: apsw.Connection) -> Written[dict[str, Any]]:
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())
@@ -167,7 +167,13 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         vec_updates: list[tuple[Any, ...]] = []
         sizes = chunks.record_sizes()
         for chunk, form, unit, size in zip(chunks, forms, units, sizes, strict=True):
-            stored = (form.record_json, form.embedding_key, form.embedding_f64, size)
+            stored = (
+                form.record_json,
+                form.embedding_key,
+                form.embedding_f64,
+                form.embedding_f32,
+                size,
+            )
             scope_json = rows.scope_json(tuple(sorted(chunk.scope.items())))
             origin = chunk.record.get("origin")
             origin_col = origin if isinstance(origin, str) else None
@@ -185,8 +191,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         if inserts:
             conn.executemany(
                 "INSERT INTO memory_chunks (chunk_id, record_json, embedding_key, embedding_f64,"
-                " record_bytes, revision, scope_json, origin, seq, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " embedding_f32, record_bytes, revision, scope_json, origin, seq, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 inserts,
             )
             conn.executemany(
@@ -196,8 +202,8 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         if updates:
             conn.executemany(
                 "UPDATE memory_chunks SET record_json = ?, embedding_key = ?, embedding_f64 = ?,"
-                " record_bytes = ?, revision = ?, scope_json = ?, origin = ?, seq = ?,"
-                " updated_at = ?"
+                " embedding_f32 = ?, record_bytes = ?, revision = ?, scope_json = ?, origin = ?,"
+                " seq = ?, updated_at = ?"
                 " WHERE chunk_id = ?",
                 updates,
             )

@@ -327,9 +327,9 @@ class SyncedIndex:
         buried = changes.buried_since(conn, since)
         for gone in self._digests.resolve(conn, buried, self.index._row):
             self.index.remove(gone)
-        for chunk_id, scope_json, record_json, key, f64 in conn.execute(
-            "SELECT chunk_id, scope_json, record_json, embedding_key, embedding_f64"
-            " FROM memory_chunks WHERE seq > ?",
+        for chunk_id, scope_json, record_json, key, f64, f32 in conn.execute(
+            "SELECT chunk_id, scope_json, record_json, embedding_key, embedding_f64,"
+            " embedding_f32 FROM memory_chunks WHERE seq > ?",
             (since,),
         ).fetchall():
             blob = conn.execute(
@@ -337,7 +337,7 @@ class SyncedIndex:
             ).fetchall()[0][0]
             vec = np.frombuffer(blob, dtype=np.float32)  # type: ignore[arg-type]
             self._digests.learn([str(chunk_id)])
-            records = [self._record(record_json, key, f64)] if self.index.columns else None
+            records = [self._record(record_json, key, f64, f32)] if self.index.columns else None
             self.index.upsert_many(
                 [str(chunk_id)],
                 unit_float32(vec).reshape(1, -1),
@@ -346,7 +346,7 @@ class SyncedIndex:
             )
         self.index.seq = db_seq
 
-    def _record(self, record_json: Any, key: Any, f64: Any) -> dict[str, Any]:
+    def _record(self, record_json: Any, key: Any, f64: Any, f32: Any) -> dict[str, Any]:
         """The stored record as the filter columns need it: its JSON alone, unless a
         declared field reads the embedding (then the whole record)."""
         wants_embedding = any(
@@ -354,7 +354,7 @@ class SyncedIndex:
         )
         if wants_embedding:
             chunk = stored_records.StoredChunk(
-                str(record_json), None if key is None else str(key), f64, 1
+                str(record_json), None if key is None else str(key), f64, 1, f32
             )
             return chunk.record()
         loaded: dict[str, Any] = stored_records.load_json(str(record_json))
@@ -367,12 +367,13 @@ class SyncedIndex:
         columns = self.index.columns
         if not columns:
             return
-        for chunk_id, record_json, key, f64 in conn.execute(
-            "SELECT chunk_id, record_json, embedding_key, embedding_f64 FROM memory_chunks"
+        for chunk_id, record_json, key, f64, f32 in conn.execute(
+            "SELECT chunk_id, record_json, embedding_key, embedding_f64, embedding_f32"
+            " FROM memory_chunks"
         ):
             row = self.index.row_of(str(chunk_id))
             if row is not None:
-                columns.write(row, self._record(record_json, key, f64))
+                columns.write(row, self._record(record_json, key, f64, f32))
 
     def _reload(self, conn: apsw.Connection, db_seq: int) -> None:
         """Rebuild the index from the database snapshot of ``conn``; lock held.
@@ -403,9 +404,11 @@ class SyncedIndex:
             coded.store(slice(end - len(block), end), unit_rows(raw).astype(np.float32))
             block.clear()
 
-        for cid, sj, blob in conn.execute(
-            "SELECT chunk_id, scope_json, embedding_f64 FROM memory_chunks"
+        for cid, sj, f64, f32 in conn.execute(
+            "SELECT chunk_id, scope_json, embedding_f64, embedding_f32 FROM memory_chunks"
         ):
+            # A float32 blob widens exactly: the rows hold the embedding's own values.
+            blob = f64 if f32 is None else np.frombuffer(f32, dtype="<f4").astype("<f8").tobytes()
             text = str(sj)
             items = parsed.get(text)
             if items is None:
