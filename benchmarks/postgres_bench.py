@@ -284,8 +284,8 @@ def copy_prefix(
     ``COPY``: exactly the rows its ``upsert_many`` writes for them (the stored form,
     scope columns and float32 unit vector; revision 1), without the per-batch ledger
     entries, which no read uses. Checked: for a sample batch, the rows built here equal
-    what the store's own functions make of the validated records (``stored_form``,
-    ``scope_columns``, ``unit_float32_rows``); after the copy, ``get`` of a sample of
+    what the store's own functions make of the validated records (``stored_forms``
+    with ``narrow``, ``scope_columns``); after the copy, ``get`` of a sample of
     the copied ids returns the records. The table's secondary indexes are dropped
     before and built again after (PostgreSQL's bulk-load advice). Returns the seconds
     it took: ~25 µs a chunk of Python, the server's ~5,000-6,000 chunks/s here the
@@ -296,12 +296,13 @@ def copy_prefix(
     from psycopg import sql
 
     from ratatoskr.memory.postgres.schema import CHUNKS
-    from ratatoskr.memory.records import encode, stored_form, unit_float32_rows
+    from ratatoskr.memory.records import encode, stored_forms
     from ratatoskr.postgres.scope import AXIS_COLUMNS, scope_columns
     from ratatoskr.postgres.text import to_db
 
     def rows_of(start: int, stop: int) -> list[tuple[Any, ...]]:
         raw = data.raw[start:stop]
+        f32 = raw.astype("<f4")  # float32-exact: the float32 form (migration 7)
         f64 = raw.astype("<f8")
         u64 = f64 / np.linalg.norm(f64, axis=1, keepdims=True)
         units = u64.astype(np.float32)
@@ -315,7 +316,8 @@ def copy_prefix(
                     *scope_columns(scope),
                     encode(rest),
                     "embedding",
-                    f64[k].tobytes(),
+                    None,
+                    f32[k].tobytes(),
                     units[k],
                 )
             )
@@ -324,11 +326,10 @@ def copy_prefix(
     sample = [data.record(i) for i in range(min(upto, BATCH))]
     validated = validate(sample)
     mine = rows_of(0, len(sample))
-    units = unit_float32_rows([c.embedding for c in validated.items], data.dim)
-    for chunk, row, unit in zip(validated.items, mine, units, strict=True):
-        form = stored_form(chunk.record)
+    forms, units = stored_forms(validated.items, data.dim, narrow=True)
+    for chunk, form, row, unit in zip(validated.items, forms, mine, units, strict=True):
         theirs: tuple[Any, ...] = (to_db(chunk.id), *scope_columns(chunk.scope))
-        theirs += (form.record_json, form.embedding_key, form.embedding_f64)
+        theirs += (form.record_json, form.embedding_key, form.embedding_f64, form.embedding_f32)
         if row[:-1] != theirs or not np.array_equal(row[-1], unit):
             raise RuntimeError(f"chunk {chunk.id}: the COPY row differs from upsert_many's")
     columns = [
@@ -337,6 +338,7 @@ def copy_prefix(
         "record_json",
         "embedding_key",
         "embedding_f64",
+        "embedding_f32",
         "embedding",
         "revision",
         "updated_at",

@@ -5,6 +5,7 @@ larger than the first statement's limit, bounded ledger pruning, big unions."""
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from bifrost.context import DispatchContext
 from bifrost.errors import InvalidArguments
 from bifrost.memory.protocol import memory_health
 from bifrost.memory.validation import DEFAULT_MAX_BATCH, DEFAULT_MAX_PAGE
-from bifrost.quota import NO_QUOTA
+from bifrost.quota import NO_QUOTA, record_size
 from bifrost.scope import DEFAULT_MAX_SCOPE_ANY, matches_scope
 from ratatoskr.affect.postgres import PostgresAffectStore, open_postgres_affect_store
 from ratatoskr.memory.postgres import PostgresMemoryStore, open_postgres_memory_store
@@ -30,8 +31,9 @@ from ratatoskr.memory.postgres.schema import (
     COVERING_INDEX,
 )
 from ratatoskr.memory.postgres.search import rerank_margin
+from ratatoskr.memory.records import stored_form
 from ratatoskr.postgres import Pool
-from ratatoskr.postgres.database import open_schema
+from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import conjunctions
 from ratatoskr.postgres.text import from_db, to_db
@@ -379,6 +381,51 @@ def _storage(pg_dsn: str, schema: str) -> dict[str, str]:
     return {str(r): str(s) for r, s in rows}
 
 
+def _blob_lengths(pg_dsn: str, schema: str) -> dict[str, tuple[int | None, int | None]]:
+    """``{chunk_id: (octet_length(embedding_f64), octet_length(embedding_f32))}``."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT chunk_id, octet_length(embedding_f64), octet_length(embedding_f32)"
+                " FROM {}.memory_chunks"
+            ).format(sql.Identifier(schema))
+        ).fetchall()
+    return {str(i): (f64, f32) for i, f64, f32 in rows}
+
+
+def _old_schema_with_a_row(pool: Pool, schema: str, dim: int, rec: dict[str, Any]) -> None:
+    """A schema of migrations 1-5 holding ``rec`` as those versions stored it."""
+    db = PostgresDatabase(
+        pool,
+        schema=schema,
+        plane=memory_schema.PLANE,
+        migrations=memory_schema.migrations(schema, dim)[:5],
+        meta={"embedding_dim": MetaSetting(str(dim), "embedding_dim")},
+    )
+    form = stored_form(rec)
+    unit = np.asarray(rec["embedding"]) / np.linalg.norm(rec["embedding"])
+    db.run(
+        lambda cur: cur.execute(
+            sql.SQL(
+                "INSERT INTO {}.memory_chunks (chunk_id, tenant, revision, record_json,"
+                " embedding_key, embedding_f64, embedding, updated_at, record_bytes)"
+                " VALUES (%s, %s, 1, %s, %s, %s, %s::text::public.vector, %s, %s)"
+            ).format(sql.Identifier(schema)),
+            (
+                rec["id"],
+                rec["scope"]["tenant"],
+                form.record_json,
+                form.embedding_key,
+                form.embedding_f64,
+                str(unit.astype(np.float32).tolist()),
+                time.time(),
+                record_size(rec),
+            ),
+        ),
+        mode="write",
+    )
+
+
 @pytest.mark.parametrize("dim", [4, COVERED_DIM_MAX + 1])
 def test_covered_vectors_are_stored_plain_and_old_schemas_upgrade(
     pg_dsn: str, pg_pool: Pool, schema: str, dim: int
@@ -387,17 +434,8 @@ def test_covered_vectors_are_stored_plain_and_old_schemas_upgrade(
     table and in the index (a btree entry over 512 bytes is otherwise run through pglz
     on every write); above COVERED_DIM_MAX it stays MAIN. A schema made by migrations
     1-5 upgrades at open and reads back what it held."""
-    old = memory_schema.migrations(schema, dim)[:5]
-    before = open_schema(
-        pg_pool,
-        lambda db: PostgresMemoryStore(db, embedding_dim=dim),
-        schema=schema,
-        plane=memory_schema.PLANE,
-        migrations=old,
-        meta={"embedding_dim": MetaSetting(str(dim), "embedding_dim")},
-    )
-    rec = {"id": "a", "embedding": [0.5] * dim, "scope": {"tenant": "t"}, "content": "x"}
-    before.upsert_many([rec], idempotency_key="k", ctx=CTX)
+    rec = {"id": "a", "embedding": [0.1] * dim, "scope": {"tenant": "t"}, "content": "x"}
+    _old_schema_with_a_row(pg_pool, schema, dim, rec)
     covered = dim <= COVERED_DIM_MAX
     tables = {"memory_chunks": "m", **({COVERING_INDEX: "m"} if covered else {})}
     assert _storage(pg_dsn, schema) == tables
@@ -405,5 +443,56 @@ def test_covered_vectors_are_stored_plain_and_old_schemas_upgrade(
     assert _storage(pg_dsn, schema) == {t: "p" if covered else "m" for t in tables}
     assert store.get("a") == {**rec, "revision": 1}
     store.upsert_many([{**rec, "id": "b"}], idempotency_key="k2", ctx=CTX)
-    got = store.search([0.5] * dim, top_k=2, scope_all={"tenant": "t"})
+    got = store.search([0.1] * dim, top_k=2, scope_all={"tenant": "t"})
     assert [r["chunk_id"] for r in got] == ["a", "b"]
+    assert [r["revision"] for r in store.get_many(["a", "b"])] == [1, 1]
+
+
+def test_float32_exact_embeddings_keep_a_float32_blob(
+    pg_dsn: str, pg_pool: Pool, schema: str
+) -> None:
+    """Migration 7: an embedding whose every element is float32-exact is stored as
+    float32 (half the bytes), any other float embedding as float64, an embedding with
+    an int as JSON; each reads back bit for bit, through get, search, scan and export,
+    and a schema made before the migration keeps its float64 rows readable."""
+    dim = 4
+    old = {"id": "old", "embedding": [0.25, -0.0, 1.0, 2.0], "scope": {"tenant": "t"}}
+    _old_schema_with_a_row(pg_pool, schema, dim, old)
+    store = open_postgres_memory_store(pg_pool, schema=schema, embedding_dim=dim)
+    tiny = float(np.float32(1e-45))  # a float32 subnormal: exact
+    recs: list[dict[str, Any]] = [
+        {"id": "f32", "embedding": [0.5, -0.0, tiny, -3.25], "scope": {"tenant": "t"}},
+        {"id": "f64", "embedding": [0.1, 0.2, 0.3, 1e-300], "scope": {"tenant": "t"}},
+        {"id": "int", "embedding": [1, 0.5, 0.0, 2.0], "scope": {"tenant": "t"}},
+    ]
+    store.upsert_many(recs, idempotency_key="k", ctx=CTX)
+    assert _blob_lengths(pg_dsn, schema) == {
+        "old": (8 * dim, None),
+        "f32": (None, 4 * dim),
+        "f64": (8 * dim, None),
+        "int": (None, None),
+    }
+    everything = [old, *recs]
+    for rec in everything:
+        got = store.get(rec["id"])
+        assert got == {**rec, "revision": 1}
+        assert [type(x) for x in got["embedding"]] == [type(x) for x in rec["embedding"]]
+        assert np.signbit(got["embedding"]).tolist() == np.signbit(rec["embedding"]).tolist()
+    hits = store.search([0.5, 0.0, 0.0, -3.25], top_k=4, scope_all={"tenant": "t"})
+    assert hits[0]["chunk_id"] == "f32"
+    page = store.scan(scope_all={"tenant": "t"}, include={"embedding": True}, limit=10)
+    assert [{k: v for k, v in r.items() if k != "revision"} for r in page["items"]] == sorted(
+        everything, key=lambda r: r["id"]
+    )
+    exported, _ = store.export_page(None, 10, {})
+    assert [c.record for c in exported] == sorted(everything, key=lambda r: r["id"])
+    # Rewriting the old row takes the float32 form; the check refuses a half-made one.
+    store.upsert_many([old], idempotency_key="k2", ctx=CTX)
+    assert _blob_lengths(pg_dsn, schema)["old"] == (None, 4 * dim)
+    with pytest.raises(psycopg.errors.CheckViolation), psycopg.connect(pg_dsn) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {}.memory_chunks SET embedding_f64 = %s WHERE chunk_id = 'f32'").format(
+                sql.Identifier(schema)
+            ),
+            (bytes(8 * dim),),
+        )

@@ -29,7 +29,8 @@ from bifrost import portability
 from bifrost.jsoncodec import canonical_json
 from ratatoskr.memory.postgres import schema as memory_schema
 from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
-from ratatoskr.memory.records import StoredChunk, StoredForm, stored_forms
+from ratatoskr.memory.postgres.stored import STORED_COLUMNS, blob_arrays, stored_chunk
+from ratatoskr.memory.records import StoredForm, stored_forms
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.scope import AXIS_COLUMNS, conjunction_sql, scope_arrays, scope_column_list
@@ -37,7 +38,7 @@ from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import VectorRows
 
 __all__ = ["export_page", "import_chunks"]
-_COLUMNS = "chunk_id, record_json, embedding_key, embedding_f64, revision"
+_COLUMNS = "chunk_id, " + STORED_COLUMNS
 
 
 def export_page(
@@ -60,12 +61,10 @@ def export_page(
     rows = db.run(lambda cur: cur.execute(statement, args, binary=True).fetchall())
     out = [
         portability.ExportedChunk(
-            from_db(str(cid)),
-            StoredChunk(str(rj), None if key is None else str(key), blob, int(rev)).record(),
-            int(rev),
-            float(at),
+            from_db(str(row[0])), chunk.record(), chunk.revision, float(row[-1])
         )
-        for cid, rj, key, blob, rev, at in rows
+        for row in rows
+        for chunk in (stored_chunk(row[1:-1]),)
     ]
     cursor = out[-1].chunk_id if len(rows) == limit else None
     return out, cursor
@@ -82,22 +81,22 @@ class _Statements:
         vector = sql.SQL("{}.vector").format(sql.Identifier(found[0]))
         unnest = sql.SQL(
             " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-            " %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::float8[], %b::bigint[])"
-            " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, v, w, b, o)"
+            " %b::text[], %b::text[], %b::bytea[], %b::bytea[], %b::bigint[], %b::float8[],"
+            " %b::bigint[]) WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, h, v, w, b, o)"
         )
         vec = sql.SQL("(%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}").format(
             dim=sql.Literal(embedding_dim), vector=vector
         )
         self.insert = sql.SQL(
             "INSERT INTO {t} (chunk_id, {axes}, revision, record_json, embedding_key,"
-            " embedding_f64, embedding, updated_at, record_bytes)"
-            " SELECT u.i, u.e, u.g, u.n, u.a, u.v, u.r, u.k, u.f, {vec}, u.w, u.b{unnest}"
+            " embedding_f64, embedding_f32, embedding, updated_at, record_bytes)"
+            " SELECT u.i, u.e, u.g, u.n, u.a, u.v, u.r, u.k, u.f, u.h, {vec}, u.w, u.b{unnest}"
             " ORDER BY u.o ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id"
         ).format(t=t, axes=scope_column_list(), vec=vec, unnest=unnest)
         self.update = sql.SQL(
             "UPDATE {t} AS c SET {sets}, revision = u.v, record_json = u.r,"
-            " embedding_key = u.k, embedding_f64 = u.f, embedding = {vec}, updated_at = u.w,"
-            " record_bytes = u.b{unnest} WHERE c.chunk_id = u.i"
+            " embedding_key = u.k, embedding_f64 = u.f, embedding_f32 = u.h, embedding = {vec},"
+            " updated_at = u.w, record_bytes = u.b{unnest} WHERE c.chunk_id = u.i"
         ).format(
             t=t,
             sets=sql.SQL(", ").join(
@@ -133,12 +132,11 @@ class _ImportTx:
     def held(self, ids: Sequence[str]) -> dict[str, portability.HeldChunk]:
         rows = self._cur.execute(self._sql.held, (sorted(map(to_db, ids)),), binary=True)
         return {
-            from_db(str(cid)): portability.HeldChunk(
-                StoredChunk(str(rj), None if k is None else str(k), blob, int(rev)).record(),
-                int(rev),
-                float(written_at),
+            from_db(str(row[0])): portability.HeldChunk(
+                chunk.record(), chunk.revision, float(row[-1])
             )
-            for cid, rj, k, blob, rev, written_at in rows.fetchall()
+            for row in rows.fetchall()
+            for chunk in (stored_chunk(row[1:-1]),)
         }
 
     def write(self, batch: portability.ImportedChunks, plan: portability.ImportPlan) -> None:
@@ -164,8 +162,7 @@ class _ImportTx:
             [to_db(items[i].id) for i in at],
             *scope_arrays([items[i].scope for i in at]),
             [forms[i].record_json for i in at],
-            [forms[i].embedding_key for i in at],
-            [forms[i].embedding_f64 for i in at],
+            *blob_arrays([forms[i] for i in at]),
             [plan.revisions[i] for i in at],
             [batch.written_at[i] for i in at],
             # What the record counts for in its tenant's usage (bifrost.quota).
@@ -185,7 +182,7 @@ def import_chunks(
     """``batch`` in one READ COMMITTED write transaction on the primary (a write slot,
     bounded by ``sync_wait``: PostgresDatabase.run). Raises ImportConflict,
     ImportScopeChange (nothing written), StorageError subclasses."""
-    forms, units = stored_forms(batch.request.items, embedding_dim)
+    forms, units = stored_forms(batch.request.items, embedding_dim, narrow=True)
     statements = _Statements(db, embedding_dim)
     return db.run(
         lambda cur: portability.import_chunk_batch(

@@ -50,6 +50,10 @@ by construction.
   docs/postgres.md). The row cannot outgrow a page: the vector is at most 1.9 KB
   there and every other variable column can still move out of line. Above
   :data:`COVERED_DIM_MAX` the column stays ``MAIN``.
+- Migration 7: ``embedding_f32``, the float32 blob of an embedding whose every
+  element is float32-exact (what numpy float32 clients send), instead of the float64
+  one (``ratatoskr.memory.postgres.stored``): half the bytes, one TOAST tuple a chunk
+  instead of two.
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ def migrations(schema: str, embedding_dim: int) -> list[Migration]:
         Migration(4, "write-time index for retention", updated_at_index(qualified(schema, CHUNKS))),
         Migration(5, "tenant index covering the write time too", _v5(schema, embedding_dim)),
         Migration(6, "covered vectors stored uncompressed", _v6(schema, embedding_dim)),
+        Migration(7, "float32 blob for float32-exact embeddings", _v7(schema, embedding_dim)),
     ]
 
 
@@ -170,6 +175,35 @@ def _v6(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
         cur.execute(
             sql.SQL("ALTER TABLE {t} ALTER COLUMN embedding SET STORAGE PLAIN").format(
                 t=qualified(schema, CHUNKS)
+            )
+        )
+
+    return alter
+
+
+def _v7(schema: str, dim: int) -> Callable[[Cursor[Any]], None]:
+    """``embedding_f32`` beside ``embedding_f64`` (``ratatoskr.memory.postgres.stored``),
+    and the check of migration 1 widened to it: the key with exactly one blob of its
+    length, or neither. Rows already there keep their float64 blob."""
+
+    def alter(cur: Cursor[Any]) -> None:
+        cur.execute(
+            sql.SQL(
+                "ALTER TABLE {t} ADD COLUMN embedding_f32 bytea,"
+                " ALTER COLUMN embedding_f32 SET STORAGE EXTERNAL,"
+                # Migration 1's unnamed check on the key and the float64 blob.
+                " DROP CONSTRAINT {old},"
+                " ADD CONSTRAINT {new} CHECK ("
+                "(embedding_key IS NULL) = (embedding_f64 IS NULL AND embedding_f32 IS NULL)"
+                " AND (embedding_f64 IS NULL OR embedding_f32 IS NULL)"
+                " AND (embedding_f64 IS NULL OR octet_length(embedding_f64) = {n64})"
+                " AND (embedding_f32 IS NULL OR octet_length(embedding_f32) = {n32}))"
+            ).format(
+                t=qualified(schema, CHUNKS),
+                old=sql.Identifier(f"{CHUNKS}_check"),
+                new=sql.Identifier(f"{CHUNKS}_blobs"),
+                n64=sql.Literal(8 * dim),
+                n32=sql.Literal(4 * dim),
             )
         )
 

@@ -34,7 +34,8 @@ from bifrost.memory.filters import MetadataFilter
 from bifrost.memory.validation import SearchQuery
 from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql, filtered_prepare
 from ratatoskr.memory.postgres.retention import LIVE_SQL
-from ratatoskr.memory.records import StoredChunk, search_rows, unit_float64
+from ratatoskr.memory.postgres.stored import STORED_COLUMNS, stored_chunk
+from ratatoskr.memory.records import search_rows, unit_float64
 from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.scope import (
     Bounds,
@@ -113,12 +114,7 @@ class ChunkSearch:
                 break
             # Every row the limit kept is a near-tie of the k-th: look further.
             limit *= 4
-        found = {
-            from_db(str(cid)): StoredChunk(
-                str(rj), None if key is None else str(key), blob, int(rev)
-            )
-            for cid, rj, key, blob, rev in fetched
-        }
+        found = {from_db(str(row[0])): stored_chunk(row[1:]) for row in fetched}
         return search_rows(found, exact_query, query)
 
     def top_params(
@@ -146,8 +142,9 @@ class ChunkSearch:
             return cached
         statement = sql.SQL(
             "WITH top AS ({top})"
-            " SELECT c.chunk_id, c.record_json, c.embedding_key, c.embedding_f64, c.revision"
-            " FROM top JOIN {t} AS c ON c.chunk_id = top.chunk_id"
+            " SELECT c.chunk_id, "
+            + STORED_COLUMNS
+            + " FROM top JOIN {t} AS c ON c.chunk_id = top.chunk_id"
             " WHERE top.nd <= COALESCE("
             "(SELECT nd FROM top ORDER BY nd, chunk_id OFFSET %s LIMIT 1),"
             " 'Infinity'::float8) + %s"

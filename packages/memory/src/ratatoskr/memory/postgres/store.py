@@ -49,6 +49,7 @@ from ratatoskr.memory.postgres.filters import DOC_LATERAL, filter_sql, filtered_
 from ratatoskr.memory.postgres.retention import LIVE_SQL, cutoff_param
 from ratatoskr.memory.postgres.retention import sweep as sweep_rows
 from ratatoskr.memory.postgres.search import ChunkSearch
+from ratatoskr.memory.postgres.stored import STORED_COLUMNS, stored_chunk
 from ratatoskr.memory.postgres.upsert import ChunkUpserts, live_scopes_sql
 from ratatoskr.memory.records import StoredChunk
 from ratatoskr.memory.retention import Sweeper
@@ -113,7 +114,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         self._table = t
         self._fetch_sql = on_table(
             t,
-            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}"
+            "SELECT chunk_id, " + STORED_COLUMNS + " FROM {t}"
             " WHERE chunk_id = ANY(%b) AND updated_at >= %s",
         )
         self._scopes_sql = live_scopes_sql(t)
@@ -196,7 +197,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         where, params = where_sql(conjs, self._bounds)
         mf = query.metadata_filter
         statement = sql.SQL(
-            "SELECT chunk_id, record_json, embedding_key, embedding_f64, revision FROM {t}{doc}"
+            "SELECT chunk_id, " + STORED_COLUMNS + " FROM {t}{doc}"
             " WHERE ({where}) AND {live} AND chunk_id > %s AND {mf} ORDER BY chunk_id LIMIT %s"
         ).format(
             t=t,
@@ -216,10 +217,10 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             ).fetchall()
         )
         out: list[tuple[str, dict[str, Any]]] = []
-        for cid, rj, key, blob, rev in rows:
-            chunk = StoredChunk(str(rj), None if key is None else str(key), blob, int(rev))
+        for row in rows:
+            chunk = stored_chunk(row[1:])
             record = chunk.record() if query.include_embedding else chunk.without_embedding()
-            out.append((from_db(str(cid)), scan_item(record, chunk.revision, True)))
+            out.append((from_db(str(row[0])), scan_item(record, chunk.revision, True)))
         return out
 
     # -- plumbing --------------------------------------------------------------------
@@ -254,12 +255,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         rows = self._db.read(
             lambda cur: cur.execute(self._fetch_sql, (keys, cutoff), binary=True).fetchall()
         )
-        return {
-            from_db(str(cid)): StoredChunk(
-                str(rj), None if key is None else str(key), blob, int(rev)
-            )
-            for cid, rj, key, blob, rev in rows
-        }
+        return {from_db(str(row[0])): stored_chunk(row[1:]) for row in rows}
 
 
 MemoryStoreOptions = MemoryOptions

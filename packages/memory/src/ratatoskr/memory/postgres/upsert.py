@@ -26,8 +26,9 @@ from psycopg import Cursor, sql
 from bifrost.memory.validation import ValidatedChunk
 from bifrost.writes import WriteRequest
 from ratatoskr.memory.postgres.retention import LIVE_SQL
+from ratatoskr.memory.postgres.stored import blob_arrays
 from ratatoskr.memory.records import stored_forms
-from ratatoskr.postgres.arrays import BinaryArray, bytea_array, int8_array, text_array
+from ratatoskr.postgres.arrays import BinaryArray, int8_array, text_array
 from ratatoskr.postgres.scope import scope_arrays, scope_column_list, scope_sets, scopes_by_key
 from ratatoskr.postgres.text import from_db, to_db
 from ratatoskr.postgres.vector import VectorRows
@@ -59,18 +60,18 @@ class ChunkUpserts:
         self._upsert_sql = (
             sql.SQL(
                 "INSERT INTO {t} AS c (chunk_id, {axes}, revision, record_json, embedding_key,"
-                " embedding_f64, record_bytes, embedding, updated_at)"
-                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f, u.b,"
+                " embedding_f64, embedding_f32, record_bytes, embedding, updated_at)"
+                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f, u.h, u.b,"
                 " (%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}, %s"
                 " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-                " %b::text[], %b::text[], %b::bytea[], %b::int8[])"
-                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, b, o)"
+                " %b::text[], %b::text[], %b::bytea[], %b::bytea[], %b::int8[])"
+                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, h, b, o)"
                 " ORDER BY u.o"
                 " ON CONFLICT (chunk_id) DO UPDATE SET {sets},"
                 " revision = CASE WHEN c.updated_at < %s THEN 1 ELSE c.revision + 1 END,"
                 " record_json = EXCLUDED.record_json, embedding_key = EXCLUDED.embedding_key,"
-                " embedding_f64 = EXCLUDED.embedding_f64, record_bytes = EXCLUDED.record_bytes,"
-                " embedding = EXCLUDED.embedding,"
+                " embedding_f64 = EXCLUDED.embedding_f64, embedding_f32 = EXCLUDED.embedding_f32,"
+                " record_bytes = EXCLUDED.record_bytes, embedding = EXCLUDED.embedding,"
                 " updated_at = EXCLUDED.updated_at"
                 " WHERE ({inside}) OR c.updated_at < %s RETURNING chunk_id, revision"
             )
@@ -116,7 +117,7 @@ class ChunkUpserts:
         order = sorted(range(len(request.items)), key=lambda i: to_db(request.ids[i]))
         chunks = [request.items[i] for i in order]
         sizes = request.record_sizes()  # each chunk's share of its tenant's quota
-        forms, units = stored_forms(chunks, self.embedding_dim)
+        forms, units = stored_forms(chunks, self.embedding_dim, narrow=True)
         ids = [to_db(c.id) for c in chunks]
         return (
             VectorRows(units),
@@ -125,8 +126,7 @@ class ChunkUpserts:
                 text_array(ids),
                 *scope_arrays([c.scope for c in chunks]),
                 text_array([f.record_json for f in forms]),
-                text_array([f.embedding_key for f in forms]),
-                bytea_array([f.embedding_f64 for f in forms]),
+                *blob_arrays(forms),
                 int8_array([sizes[i] for i in order]),
             ),
         )
