@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ratatoskr.memory import index as index_module
 from ratatoskr.memory import quantized
 from ratatoskr.memory.index import VectorIndex
 from ratatoskr.memory.records import exact_scores, unit_float32_rows, unit_float64
@@ -149,7 +150,8 @@ def test_one_ulp_apart_and_duplicates_in_a_large_crowd() -> None:
 
 
 def test_the_bound_holds_for_every_row_of_random_data() -> None:
-    """Each stage's score is within its bound of the store's exact score, row by row."""
+    """Each stage-1 score is within its bound of the store's exact score, row by row
+    (stage 2's fine scores: test_the_fine_bound_holds_for_every_row_of_random_data)."""
     rng = np.random.default_rng(11)
     for dim in (8, 384, 1536):
         raw = rng.standard_normal((500, dim)) * rng.choice([1e-200, 1.0, 1e200], (500, 1))
@@ -161,9 +163,6 @@ def test_the_bound_holds_for_every_row_of_random_data() -> None:
             exact = exact_scores(list(raw), query)
             a = quantized.int_dots(code.codes, codes.codes) * (code.scale * codes.scale)
             assert np.all(np.abs(exact - a) <= quantized.bound1(code, float(codes.err1.max()), dim))
-            v = quantized.dequantize(codes.codes, codes.scale, codes.resid, codes.scale2)
-            c = v @ code.exact
-            assert np.all(np.abs(exact - c) <= quantized.bound2(code, float(codes.err2.max()), dim))
 
 
 @settings(max_examples=50, deadline=None)
@@ -313,3 +312,69 @@ def test_stage_two_in_blocks_keeps_every_true_top_k_member() -> None:
     for k in (1, 10, 500):
         check(index, raw, ids, scopes, base, k, {})
         check(index, raw, ids, scopes, base, k, {"tenant": "t1"})
+
+
+def test_stage_two_scores_the_survivors_on_their_int8_codes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stage 2 re-scores stage 1's survivors with the fine score (two int8 kernel calls)
+    and never dequantizes them to float64 rows (which cost more than the whole scan at a
+    few dozen survivors); the answer is still the float64 brute force's."""
+    rng = np.random.default_rng(21)
+    dim, n = 64, 3000
+    base = rng.standard_normal(dim)
+    raw = np.vstack([_near_tie_rows(rng, base, 300, "small"), rng.standard_normal((n, dim))])
+    ids = [f"c{i:05d}" for i in rng.permutation(raw.shape[0])]
+    scopes = [{"tenant": f"t{i % 2}"} for i in range(raw.shape[0])]
+    index = build(raw, ids, scopes)
+    index.fine_rows = 0
+
+    def refused(*_: object) -> None:
+        raise AssertionError("stage 2 dequantized its survivors")
+
+    monkeypatch.setattr(quantized, "dequantize", refused)
+    for k in (1, 10, 100):
+        check(index, raw, ids, scopes, base, k, {})
+        check(index, raw, ids, scopes, base, k, {"tenant": "t0"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 12_000),
+    k=st.integers(1, 40),
+    distinct=st.sampled_from([1, 3, 50, 10**9]),
+)
+def test_the_stage_one_threshold_is_never_above_the_kth_score(
+    seed: int, n: int, k: int, distinct: int
+) -> None:
+    """Stage 1's threshold (index._kth_floor): exactly the k-th largest score for a
+    small array, at most it for a large one (block maxima), with duplicates."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, distinct, n).astype(np.float64) if distinct < 10**9 else rng.random(n)
+    if n <= k:
+        return
+    kth = float(np.sort(scores)[-k])
+    floor = index_module._kth_floor(scores, k)
+    assert floor <= kth
+    if n < index_module._BLOCK_ROWS * k:
+        assert floor == kth
+
+
+def test_a_top_k_crowded_into_one_block_of_stage_one_is_kept() -> None:
+    """The true top k all in one block of stage 1's block maxima (rows i, i + m, …): the
+    threshold falls to the other blocks' maxima and more rows survive, but the
+    candidates still hold the whole float64 top k and its ties."""
+    rng = np.random.default_rng(8)
+    dim, n = 32, 8192
+    m = n // index_module._BLOCKS
+    base = rng.standard_normal(dim)
+    raw = rng.standard_normal((n, dim))
+    block = [3 + b * m for b in range(index_module._BLOCKS)]
+    raw[block] = _near_tie_rows(rng, base, len(block), "small")
+    ids = [f"c{i:05d}" for i in range(n)]
+    scopes = [{"tenant": "t0"}] * n
+    index = VectorIndex(dim, fine_rows=0)
+    index.load_units(ids, unit_float32_rows(raw.tolist(), dim), [(("tenant", "t0"),)] * n)
+    for k in (1, 10, 16, 30):
+        check(index, raw, ids, scopes, base, k, {})

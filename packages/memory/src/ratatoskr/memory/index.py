@@ -9,11 +9,11 @@ simsimd's int8 kernel), grouped by scope class (:mod:`ratatoskr.memory.segments`
 a search reads only the rows its scope and filter select
 (:mod:`ratatoskr.memory.selection`):
 
-- the int8 pass keeps every row its proven error bound cannot exclude, the
-  residual code re-scores those, and the store re-ranks the survivors exactly in
-  float64 (the proof is in :mod:`ratatoskr.memory.quantized`); a selection of at
-  most ``FINE_ROWS`` rows takes the fine pass instead (both int8 levels of every
-  row against a two-level query code, one threshold: fewer calls).
+- the int8 pass keeps every row its proven error bound cannot exclude, both int8
+  levels (codes and residual codes) re-score those, and the store re-ranks the
+  survivors exactly in float64 (the proof is in :mod:`ratatoskr.memory.quantized`); a
+  selection of at most ``FINE_ROWS`` rows takes the fine pass instead (both int8
+  levels of every row against a two-level query code, one threshold: fewer calls).
 
 The index knows nothing of SQLite; :mod:`ratatoskr.memory.sync` keeps it in step
 with the database (``seq`` is the change counter it was built to).
@@ -55,11 +55,46 @@ _MAX_RUNS = 48
 # twice the kernel's work per row (index_bench's data, interleaved: 7% faster at
 # 100 rows, one end user's class; 3% at 200; slower from about 250; 30% at 1,000).
 FINE_ROWS = 200
-# Rows dequantized at once by stage 2 (float64 temporaries of ~12 MB at 384 dims).
+# Rows stage 2 gathers at once (int8 copies of their codes and residuals).
 _STAGE2_ROWS = 4096
 
 F64 = npt.NDArray[np.float64]
 _NO_SCORES: F64 = np.zeros(0, dtype=np.float64)
+
+
+# From this many scores per top-k row, stage 1 takes its threshold from the maxima of
+# _BLOCKS-row blocks of its scores (see _kth_floor) instead of partitioning them all.
+_BLOCK_ROWS = 256
+_BLOCKS = 16
+
+
+def _kth_floor(scores: F64, k: int) -> float:
+    """A value at most the k-th largest of ``scores`` (more than ``k`` of them), close to
+    it: exactly it for a small array; for a large one the k-th largest of the maxima
+    of ``_BLOCKS``-row blocks (rows ``i, i + m, i + 2m, …``), k distinct scores at least
+    that large, so the k-th largest score is at least as large. Stage 1 keeps every row
+    within ``2·B1`` of it, a superset of what the exact k-th keeps (so the true top k
+    is kept: :mod:`ratatoskr.memory.quantized`), at a quarter of a partition's cost on
+    10,000 rows; rarely more than a few more rows."""
+    count = scores.size
+    if count < _BLOCK_ROWS * k:
+        return float(np.partition(scores, count - k)[count - k])
+    m = count // _BLOCKS  # at least 16·k blocks
+    maxima = np.maximum.reduce(scores[: m * _BLOCKS].reshape(_BLOCKS, m), axis=0)
+    return float(np.partition(maxima, m - k)[m - k])
+
+
+def _best(scores: F64, k: int, bound: float) -> tuple[Rows, F64]:
+    """The positions of ``scores`` within ``2·bound`` of their k-th largest (all of them
+    when there are at most ``k``), best first, and those scores: one sort of a small
+    array (a fine pass, or the survivors of stage 1) instead of a partition, a
+    selection and a second sort."""
+    ascending = np.argsort(scores)
+    ranked = scores[ascending]
+    if ranked.size > k:
+        low = int(np.searchsorted(ranked, float(ranked[-k]) - 2.0 * bound))
+        ascending, ranked = ascending[low:], ranked[low:]
+    return ascending[::-1], ranked[::-1]
 
 
 class Candidate(NamedTuple):
@@ -321,8 +356,11 @@ class VectorIndex(Selection):
             return self.nearest_rows(query, k, self.filtered_rows(classes, metadata_filter))
         return self.nearest(query, k, classes)
 
-    def _stage1(self, query: quantized.QueryCode, classes: Set[int] | None) -> tuple[Rows, F64]:
-        """Rows scanned and their stage-1 scores ``a``."""
+    def _stage1(
+        self, query: quantized.QueryCode, classes: Set[int] | None
+    ) -> tuple[Rows | int, F64]:
+        """Rows scanned and their stage-1 scores ``a``; the rows as the first row of
+        their one run when they are one run of live rows (never made into an array)."""
         runs, rows = self._selection(classes)
         if not runs:
             return NO_ROWS, _NO_SCORES
@@ -330,8 +368,7 @@ class VectorIndex(Selection):
             start, stop = runs[0]
             dots = self._run_dots(query.codes, start, stop)
             if rows is None:  # one run, every row live
-                rows = np.arange(start, stop, dtype=np.int64)
-                return rows, dots * (query.scale * self._scale[start:stop])
+                return start, dots * (query.scale * self._scale[start:stop])
             # The whole matrix, free rows among the live ones.
             return rows, dots[rows] * (query.scale * self._scale[rows])
         assert rows is not None
@@ -362,17 +399,14 @@ class VectorIndex(Selection):
             scores = quantized.fine_scores(
                 fine, self._codes[rows], self._scale[rows], self._resid[rows], self._scale2[rows]
             )
-        count = scores.size
-        if count > k:
-            bound = quantized.bound_fine(code, fine, self._err1_max, self._err2_max, self.dim)
-            kth = float(np.partition(scores, count - k)[count - k])
-            keep = np.nonzero(scores >= kth - 2.0 * bound)[0]
-            order = keep[np.argsort(-scores[keep])]
-        else:
-            order = np.argsort(-scores)
-        at = (order + start if rows is None else rows[order]).tolist()
-        ids = self._ids
-        return [Candidate(str(ids[r]), s) for r, s in zip(at, scores[order].tolist(), strict=True)]
+        bound = quantized.bound_fine(code, fine, self._err1_max, self._err2_max, self.dim)
+        order, ranked = _best(scores, k, bound)
+        return self._candidates(order + start if rows is None else rows[order], ranked)
+
+    def _candidates(self, rows: Rows, scores: F64) -> list[Candidate]:
+        """Candidates of ``rows`` with their ``scores`` (in that order)."""
+        ids = map(str, map(self._ids.__getitem__, rows.tolist()))
+        return list(map(Candidate, ids, scores.tolist()))
 
     def nearest(self, query: Vector, k: int, classes: Set[int] | None) -> list[Candidate]:
         """Every row that may be in the exact top ``k`` of the selected classes (all
@@ -386,8 +420,8 @@ class VectorIndex(Selection):
         if selected <= self.fine_rows:
             found = self._fine(code, k, runs, gathered)
         else:
-            rows, scores = self._stage1(code, classes)
-            found = self._narrow(code, k, rows, scores)
+            scanned, scores = self._stage1(code, classes)
+            found = self._narrow(code, k, scanned, scores)
         if self._released:
             self._give_back(runs[0][0], runs[-1][1])
         return found
@@ -406,50 +440,45 @@ class VectorIndex(Selection):
             self._give_back(int(rows.min()), int(rows.max()) + 1)
         return found
 
-    def _stage2(self, code: quantized.QueryCode, rows: Rows) -> F64:
-        """Stage-2 scores ``c`` of ``rows``, ``_STAGE2_ROWS`` at a time: a random
-        direction over a million rows leaves many rows after stage 1, and their float64
-        rows dequantized at once took hundreds of MB (any summation order is within the
-        bound, see :mod:`ratatoskr.memory.quantized`)."""
+    def _fine_at(self, fine: quantized.FineQuery, rows: Rows) -> F64:
+        """The fine scores ``f`` of ``rows`` (gathered ``_STAGE2_ROWS`` at a time: a random
+        direction over a million rows leaves many rows after stage 1)."""
         if rows.size > _STAGE2_ROWS:
             return np.concatenate(
                 [
-                    self._stage2(code, rows[i : i + _STAGE2_ROWS])
+                    self._fine_at(fine, rows[i : i + _STAGE2_ROWS])
                     for i in range(0, rows.size, _STAGE2_ROWS)
                 ]
             )
-        v = quantized.dequantize(
+        return quantized.fine_scores(
+            fine,
             self._take(self._codes, rows),
             self._scale[rows],
             self._take(self._resid, rows),
             self._scale2[rows],
         )
-        out: F64 = v @ code.exact
-        return out
 
     def _narrow(
-        self, code: quantized.QueryCode, k: int, rows: Rows, scores: F64
+        self, code: quantized.QueryCode, k: int, rows: Rows | int, scores: F64
     ) -> list[Candidate]:
-        """The two stages after the int8 scores ``scores`` of ``rows``: every row the
-        proven bounds cannot exclude from the top ``k``, best first."""
-        count = rows.size
+        """The two stages after the int8 scores ``scores`` of ``rows`` (an int: the run
+        of rows from there): every row the proven bounds cannot exclude from the top
+        ``k``, best first."""
+        count = scores.size
         if count > k:
             b1 = quantized.bound1(code, self._err1_max, self.dim)
-            kth = float(np.partition(scores, count - k)[count - k])
-            keep = np.nonzero(scores >= kth - 2.0 * b1)[0]
-            rows = rows[keep]
-            count = keep.size
-            if count > k:
-                scores = self._stage2(code, rows)
-                b2 = quantized.bound2(code, self._err2_max, self.dim)
-                kth = float(np.partition(scores, count - k)[count - k])
-                keep = np.nonzero(scores >= kth - 2.0 * b2)[0]
-                rows, scores = rows[keep], scores[keep]
-            else:
-                scores = scores[keep]
+            keep = np.nonzero(scores >= _kth_floor(scores, k) - 2.0 * b1)[0]
+            scores = scores[keep]
+            picked = keep + rows if isinstance(rows, int) else rows[keep]
+            if keep.size > k:
+                # Stage 2: the fine scores of the survivors (two int8 kernel calls on
+                # their codes and residuals, not their float64 rows dequantized).
+                fine = quantized.fine_query(code)
+                scores = self._fine_at(fine, picked)
+                b2 = quantized.bound_fine(code, fine, self._err1_max, self._err2_max, self.dim)
+                order, ranked = _best(scores, k, b2)
+                return self._candidates(picked[order], ranked)
+        else:
+            picked = np.arange(rows, rows + count) if isinstance(rows, int) else rows
         order = np.argsort(-scores)
-        ids = self._ids
-        return [
-            Candidate(str(ids[r]), s)
-            for r, s in zip(rows[order].tolist(), scores[order].tolist(), strict=True)
-        ]
+        return self._candidates(picked[order], scores[order])

@@ -49,15 +49,16 @@ hence ``a + B1 ≥ S ≥ T``. Keeping every row with ``a ≥ T − B1`` (that is
 ``a ≥ a_(k) − 2·B1``) therefore keeps the whole true top k, and every row tied
 with its last member. With at most k in-scope rows, all are kept.
 
-**Stage 2** re-scores only those rows: ``c = fl(v·q)`` in float64 is within
-``(d + 2)·2⁻⁵³·‖v‖‖q‖`` of ``v·q``, and as above ``|q·x − v·q| ≤ ‖q‖·e2``, so
-``|S − c| ≤ B2 = σ2 + ‖q‖·max e2`` with ``σ2 = δq + 2δx + (3d + 64)·2⁻⁵³``,
-and the same argument on ``c − B2`` keeps the true top k again (any order of
-summation, BLAS's included, is within γ_d). The maxima of ``e1`` and ``e2`` are
-over every row the index ever coded (a bound for a larger error is still a
-bound). What survives
-(k rows plus those within ~4·10⁻⁵ of the k-th at 384 dims) goes to the store's
-exact float64 re-rank, which decides the order.
+**Stage 2** re-scores only those rows with the fine score ``f`` below (two int8
+kernel calls on their codes and residuals; dequantizing them to float64 rows ``v``
+cost more than the scan at a few dozen survivors): ``|S − f| ≤ BF``, whose
+precision is stage 2's (``BF`` is ``‖q‖·max e2`` plus terms of ~``e_q``/100), and the
+same argument on ``f − BF`` over the survivors keeps the true top k again: the k
+rows attaining the k-th largest ``f − BF`` are in scope, and every true top-k member
+survived stage 1. The maxima of ``e1`` and ``e2`` are over every row the index ever
+coded (a bound for a larger error is still a bound). What survives (k rows plus
+those within ~4·10⁻⁵ of the k-th at 384 dims) goes to the store's exact float64
+re-rank, which decides the order.
 
 **The fine pass** (small selections: one call per matrix instead of two stages).
 The query's residual ``q − fl(s_q·Q)`` is coded too, ``Q₂ = rint(·/t_q)``, so
@@ -66,7 +67,7 @@ rounded up; ~``e_q``/100). The int8 kernel gives the exact integers ``Q·X``,
 ``Q₂·X``, ``Q·R``, ``Q₂·R`` of every row, and
 ``f = fl(s·fl(s_q·Q·X + t_q·Q₂·X) + t·fl(s_q·Q·R + t_q·Q₂·R))`` approximates
 ``q̃·(s·X + t·R)`` with ``s·X + t·R`` the real dequantized row, which is within
-``4u`` of the float64 ``v`` stage 2 uses (``u = 2⁻⁵³``), so within ``e2 + 4u`` of
+``4u`` of the float64 ``v`` whose ``e2`` was measured (``u = 2⁻⁵³``), so within ``e2 + 4u`` of
 ``x``, and of norm at most ``M_x = 1 + δx + e2``. Then
 ``|q·x − q̃·(sX + tR)| ≤ ‖q‖·(e2 + 4u) + e_f·M_x``, and ``f`` is at most four
 roundings (γ₄ ≤ 8u relative) from it, summed over four terms of magnitudes bounded
@@ -84,6 +85,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -110,11 +112,6 @@ def _inflate(value: F64 | float) -> F64:
 def sigma1(dim: int) -> float:
     """The constant part of the stage-1 bound (see the module docstring)."""
     return float(DELTA_Q + 2 * DELTA_X + (2 * dim + 48) * _U64)
-
-
-def sigma2(dim: int) -> float:
-    """The constant part of the stage-2 bound."""
-    return float(DELTA_Q + 2 * DELTA_X + (3 * dim + 64) * _U64)
 
 
 def _code(x: F64) -> tuple[I8, F64]:
@@ -164,9 +161,9 @@ def encode(units: npt.NDArray[np.floating]) -> Codes:
     return Codes(codes, scale, err1, resid, scale2, err2)
 
 
-@dataclass(frozen=True)
-class QueryCode:
-    """A float32 unit query as stage 1 and stage 2 use it."""
+class QueryCode(NamedTuple):
+    """A float32 unit query as stage 1 and stage 2 use it (a tuple: every search makes
+    one, and a frozen dataclass costs several times as much to make)."""
 
     exact: F64  # the float32 query, as float64
     codes: I8
@@ -188,8 +185,7 @@ def encode_query(query: npt.NDArray[np.floating]) -> QueryCode:
     return QueryCode(q, codes, scale, err, norm, diff)
 
 
-@dataclass(frozen=True)
-class FineQuery:
+class FineQuery(NamedTuple):
     """The query's two int8 levels for the fine pass (see the module docstring)."""
 
     codes: I8  # 2 × d: Q, then Q₂
@@ -240,11 +236,6 @@ def _up(value: float) -> float:
 def bound1(query: QueryCode, err1_max: float, dim: int) -> float:
     """``B1``: every stage-1 score is within it of the store's exact score."""
     return _up(sigma1(dim) + query.err * (1 + DELTA_X) + (query.norm + query.err) * err1_max)
-
-
-def bound2(query: QueryCode, err2_max: float, dim: int) -> float:
-    """``B2``: every stage-2 score is within it of the store's exact score."""
-    return _up(sigma2(dim) + query.norm * err2_max)
 
 
 def _numpy_dots(query: I8, rows: I8) -> F64:
