@@ -42,7 +42,10 @@ own on the same server, batch by batch and query by query in turn with this tree
 store (:class:`Against`), and reports both side by side: wall times, and CPU time
 per call — the client process's and the server backends' (read from ``/proc`` for
 the connections of each store, so a local server only) — which a loaded host
-disturbs far less than wall time.
+disturbs far less than wall time. ``--this-in-child`` runs this tree's store in a
+child process too, so both are timed alike (in this script's own process its calls
+pay for the interpreter's larger heap: ~1 ms of client CPU a batch more than the
+same code in a child).
 
 At 1M (``make bench-full``, ~12 min) the run is bounded: ``--timed-upserts 10000``
 puts the first 990k chunks into PostgreSQL by ``COPY`` (:func:`copy_prefix`) and
@@ -419,24 +422,36 @@ class Against:
     (``--ab-child``) on schema ``<schema>_against`` of the same server: the same
     chunks and queries, timed in the child (see the module docstring)."""
 
-    def __init__(self, rev: str, dsn: str, args: argparse.Namespace, work: Path) -> None:
-        tree = work / "against"
-        tree.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(HERE.parent), "archive", rev, "packages"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        self.commit = subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "--short", rev],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        self.schema = f"{args.schema}_against"
+    def __init__(
+        self,
+        rev: str | None,
+        dsn: str,
+        args: argparse.Namespace,
+        work: Path,
+        *,
+        app: str = AGAINST_APP,
+    ) -> None:
+        # rev None: this tree's store, on this run's schema (--this-in-child).
+        tree = HERE.parent
+        self.commit, self.schema = "this tree", args.schema
+        if rev is not None:
+            tree = work / "against"
+            tree.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(HERE.parent), "archive", rev, "packages"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            self.commit = subprocess.run(
+                ["git", "-C", str(HERE.parent), "rev-parse", "--short", rev],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            self.schema = f"{args.schema}_against"
         path = os.pathsep.join(str(p) for p in sorted((tree / "packages").glob("*/src")))
-        spec = {"dsn": dsn, "schema": self.schema, "n": args.n, "dim": args.dim}
+        spec = {"dsn": dsn, "schema": self.schema, "n": args.n, "dim": args.dim, "app": app}
         self._child = subprocess.Popen(
             [sys.executable, __file__, "--ab-child", json.dumps(spec)],
             stdin=subprocess.PIPE,
@@ -487,7 +502,7 @@ def ab_child(spec_json: str) -> int:
         spec["dsn"],
         schema=spec["schema"],
         embedding_dim=spec["dim"],
-        pool_options=PoolOptions(max_size=2, application_name=AGAINST_APP),
+        pool_options=PoolOptions(max_size=2, application_name=spec["app"]),
     )
     store.database.sync_wait = None  # as this tree's store (main): a loaded host is slow
     ctx = DispatchContext(actor="bench", plane="memory", verb="upsert_many")
@@ -763,6 +778,11 @@ def main() -> int:
         metavar="REV",
         help="also run the PostgreSQL store as of git revision REV, interleaved (see above)",
     )
+    ap.add_argument(
+        "--this-in-child",
+        action="store_true",
+        help="with --against: this tree's store in a child process too (timed alike)",
+    )
     ap.add_argument("--ab-child", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help="write the markdown report here too")
     ap.add_argument(
@@ -851,6 +871,7 @@ def main() -> int:
     if lite is not None:
         writers["sqlite"] = lambda r, k: lite.upsert_many(r, idempotency_key=k, ctx=ctx)
     against: Against | None = None
+    mine: Against | None = None  # --this-in-child
     # Server CPU seconds of each PostgreSQL store's backends, per phase (--against).
     backends: dict[str, dict[str, float | None]] = {"write": {}, "search": {}}
 
@@ -868,6 +889,10 @@ def main() -> int:
             print(f"the store as of {args.against} in a child process …", flush=True)
             against = Against(args.against, dsn, args, tmp)
             writers["against"] = against.upsert
+        if args.this_in_child:
+            # This tree's store timed as --against's is: in a child process of its own.
+            mine = Against(None, dsn, args, tmp, app=THIS_APP)
+            writers["pg"] = mine.upsert
         if bulk:
             print(f"copying the first {bulk:,} chunks into PostgreSQL …", flush=True)
             args.bulk_s["pg"] = copy_prefix(pg, dsn, args.schema, data, bulk, validate)
@@ -916,9 +941,14 @@ def main() -> int:
                 timing, theirs = against.search(q, f)
                 r.times["against"].append(timing.wall)
                 r.cpu["against"].append(timing.cpu)
-            began_cpu = time.thread_time()  # this thread's: numpy's BLAS threads spin after work
-            seconds, got = timed(lambda q=q, f=f: pg.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
-            r.cpu["pg"].append(time.thread_time() - began_cpu)
+            if mine is not None:
+                timing, got = mine.search(q, f)
+                seconds, used = timing.wall, timing.cpu
+            else:
+                began_cpu = time.thread_time()  # this thread's: BLAS threads spin after work
+                seconds, got = timed(lambda q=q, f=f: pg.search(q, top_k=TOP_K, **f))  # type: ignore[misc]
+                used = time.thread_time() - began_cpu
+            r.cpu["pg"].append(used)
             r.times["pg"].append(seconds)
             r.exact["pg"].check(data, got, q, rows)
             if against is not None:
@@ -946,8 +976,9 @@ def main() -> int:
             wall[query.mode] += time.perf_counter() - began
         backends["search"] = _spent(before, server_now())
         pg.close()
-        if against is not None:
-            against.close()
+        for child in (against, mine):
+            if child is not None:
+                child.close()
         if lite is not None:
             lite.close()
         if args.peer_python != "none":
@@ -955,8 +986,9 @@ def main() -> int:
             peer = run_peer(args.peer_python, dsn, data, plan, tmp, args.peer_budget)
     finally:
         pg.close()
-        if against is not None:
-            against.close()
+        for child in (against, mine):
+            if child is not None:
+                child.close()
         if lite is not None:
             lite.close()
         if server is not None:
