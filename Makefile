@@ -10,6 +10,10 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(CURDIR)/$(BIN)/python
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 export UV_LINK_MODE := copy
+# uv installs no .pyc: with PYTHONDONTWRITEBYTECODE set (some shells and CI images set it)
+# every test process would compile numpy, starlette, pydantic and the workspace again
+# (2.3 s of CPU to import the CLI against 1.0 s with the cache, over ~200 processes).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: bootstrap test lint type unit run soak bench bench-full bench-deps clean
 

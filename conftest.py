@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import logging
 import os
 import shutil
@@ -136,6 +137,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    items[:] = heaviest_modules_first(items)
+
+
+# -- The heaviest modules first ---------------------------------------------------------
+#
+# pytest-xdist's work stealing hands each worker a share of the suite in order and lets
+# an idle worker take the tail of another's queue; a test already running cannot move.
+# Run in file order, the last minutes of `make test` were one worker alone in a long
+# module (crash loops, two-provider PostgreSQL races) while the other sat idle. Modules
+# start heaviest first, each kept whole (its module-scoped servers start once), so the
+# run ends on short tests. Weights: tests/durations.json (seconds per module, written by
+# tools/test_durations.py from a `--durations=0` report); a module missing there counts
+# SLOW_SECONDS per slow test and FAST_SECONDS per other test. Every worker collects the
+# same items and sorts them the same way, as xdist requires.
+DURATIONS = Path(__file__).resolve().parent / "tests" / "durations.json"
+SLOW_SECONDS = 2.0
+FAST_SECONDS = 0.05
+
+
+def heaviest_modules_first(items: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """``items`` grouped by module, the modules in decreasing weight (stable)."""
+    try:
+        known: dict[str, float] = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def weight(module: str) -> float:
+        if module in known:
+            return float(known[module])
+        tests = modules[module]
+        slow = sum(1 for t in tests if t.get_closest_marker("slow") is not None)
+        return slow * SLOW_SECONDS + (len(tests) - slow) * FAST_SECONDS
+
+    order = sorted(modules, key=weight, reverse=True)
+    return [item for module in order for item in modules[module]]
 
 
 # -- One throwaway PostgreSQL per test process ------------------------------------------
