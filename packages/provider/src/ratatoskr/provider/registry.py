@@ -112,6 +112,7 @@ class AppParts:
     hooks: AppHooks
     body_budget: BodyBudget
     heavy_calls: threading.Semaphore
+    loop_verbs: frozenset[str] = frozenset()  # what the app may answer on its event loop
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,9 @@ class PlaneEntry(Generic[S]):
     beside: tuple[str, ...] = ()  # suffixes of the caches the store keeps beside its file
     # doctor's read-only look at those caches, given the open file: (fine, detail)
     probe: Callable[[apsw.Connection, Settings], tuple[bool, str]] | None = None
+    # Verbs that write nothing: served from a file, their small, cheap calls may be
+    # answered on the event loop (bifrost.consumer.loopcalls).
+    read_verbs: frozenset[str] = frozenset()
 
     @property
     def db_setting(self) -> str:
@@ -181,6 +185,7 @@ def bifrost_plane_app(spec: PlaneSpec[Any]) -> Callable[[Any, AppParts], Starlet
                 hooks=parts.hooks,
                 body_budget=parts.body_budget,
                 heavy_calls=parts.heavy_calls,
+                loop_verbs=parts.loop_verbs,
             ),
         )
 
@@ -314,6 +319,8 @@ def _on_postgres(
 
 
 B = TypeVar("B", bound=MemoryStore | AffectStore)
+# The Bifrost planes' verbs that write (every other verb of theirs only reads).
+_WRITE_VERBS = frozenset({"upsert_many", "put_many", "delete_many"})
 
 
 def _bifrost_entry(
@@ -337,6 +344,7 @@ def _bifrost_entry(
         newest_version=newest_version,
         read=_read_through,
         wire=wire,
+        read_verbs=frozenset(wire.verb_names) - _WRITE_VERBS,
     )
 
 
