@@ -20,6 +20,7 @@ from ratatoskr.memory.schema import PLANE, migrations
 from ratatoskr.sqlite import Database, MetaSetting, StorageError
 
 from .conftest import DIM, NO_FSYNC
+from .test_erase import leaked
 from .test_records import exact
 from .test_schema import columns, v1_records
 from .v1_file import write_v1_file
@@ -234,3 +235,25 @@ def test_the_upgrade_rolls_back_whole_on_a_bad_row(tmp_path: Path) -> None:
         assert not c.table_exists(None, "memory_chunks_v7")
         assert c.execute("SELECT * FROM memory_chunks ORDER BY rowid").fetchall() == before
     db.close()
+
+
+def test_an_erased_float32_chunk_leaves_no_bytes_of_its_embedding(
+    db_file: str, ctx: DispatchContext
+) -> None:
+    s = open_memory_store(db_file, embedding_dim=DIM)
+    rng = np.random.default_rng(7)
+    emb = rng.uniform(1.0, 2.0, DIM).astype(np.float32)  # distinctive float32 bytes
+    others = [
+        {"id": f"o{i}", "embedding": rng.uniform(-1, 1, DIM).tolist(), "scope": {"tenant": "t"}}
+        for i in range(30)
+    ]
+    victim = {"id": "v", "embedding": emb.tolist(), "scope": {"tenant": "t"}}
+    s.upsert_many([*others, victim], idempotency_key="k", ctx=ctx)
+    assert s.database.erasure.flush()  # the pages are in memory.db itself
+    needle = emb.astype("<f4").tobytes()
+    assert "memory.db" in leaked(db_file, needle)
+    assert s.delete_many(["v"]) == {"deleted": 1}
+    assert s.database.erasure.flush()
+    assert leaked(db_file, needle) == []
+    s.close()
+    assert leaked(db_file, needle) == []
