@@ -166,12 +166,12 @@ def test_no_approximate_index_and_external_storage(pg_dsn: str, pg_pool: Pool, s
             pg_dsn,
             sql.SQL(
                 "SELECT attname, attstorage FROM pg_attribute WHERE attrelid = %s::regclass"
-                " AND attname IN ('record_json', 'embedding_f64')"
+                " AND attname IN ('record_json', 'embedding_f64', 'embedding_f32')"
             ),
             (f'"{schema}".memory_chunks',),
         )
     )
-    assert storage == {"record_json": "e", "embedding_f64": "e"}
+    assert storage == {"record_json": "e", "embedding_f64": "e", "embedding_f32": "e"}
 
 
 def test_unreachable_server_is_unavailable_without_the_dsn_in_the_message() -> None:
