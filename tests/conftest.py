@@ -5,14 +5,32 @@ started by the one launcher that tests and benchmarks share
 from __future__ import annotations
 
 import signal
+import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from ratatoskr.provider.testing import ServerProcess, start_serve
 
 KEY = "e2e-heimdall-key-0123456789abcdef"
+
+# httpx builds a TLS context for every client it opens (~30 ms of CPU loading the CA
+# bundle) although these clients only speak plain HTTP to 127.0.0.1: the ones made
+# through these helpers share one context (each still has its own connections).
+LOOPBACK_TLS = ssl.create_default_context()
+
+
+def loopback_transport() -> httpx.HTTPTransport:
+    """A fresh transport (its own connection pool) for a client of a loopback server."""
+    return httpx.HTTPTransport(verify=LOOPBACK_TLS)
+
+
+def loopback_http(**kwargs: Any) -> httpx.Client:
+    """``httpx.Client(**kwargs)`` without a TLS context of its own."""
+    return httpx.Client(verify=LOOPBACK_TLS, **kwargs)
 
 
 def start_server(

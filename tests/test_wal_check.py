@@ -25,6 +25,7 @@ from .reliability.support import (
     check_affect_file,
     check_memory_file,
     check_vmp_file,
+    http,
     memory_client,
     provider_env,
     running,
@@ -33,6 +34,11 @@ from .reliability.support import (
 from .reliability.test_storage_faults import aff_batch, mem_batch, outcome
 
 SCOPE = {"tenant": "t"}
+
+
+def _readyz(server: Any, **headers: str) -> httpx.Response:
+    with http() as client:
+        return client.get(f"{server.base_url}/readyz", headers=headers)
 
 
 def _writes(server: Any, plane: str, n: int, first: int = 1000) -> list[tuple[Any, ...]]:
@@ -65,7 +71,7 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
     with running(tmp_path, env, "--workers", str(workers)) as server:
         for plane in ("memory", "affect", "vmp"):
             assert all(r[0] == "ok" for r in _writes(server, plane, 4)), plane
-        ready = httpx.get(f"{server.base_url}/readyz")
+        ready = _readyz(server)
         assert ready.status_code == 200, ready.text
         # What is acknowledged so far is copied into the database files (the operator's
         # `compact` ends with a TRUNCATE checkpoint): what a removed WAL still held is
@@ -85,7 +91,7 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
             # A typed server error (503 bifrost.unavailable; VMP's INTERNAL_ERROR 500).
             assert all(500 <= r[0] < 600 for r in results), (plane, results[:2])
         for _ in range(2 * workers):  # every worker answers the same
-            gone = httpx.get(f"{server.base_url}/readyz", headers={"Connection": "close"})
+            gone = _readyz(server, Connection="close")
             assert gone.status_code == 503
             assert gone.json()["planes"] == {
                 "memory": "database -wal file missing or replaced",
@@ -103,6 +109,6 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
     assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
     assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4
     with running(tmp_path, env, "--workers", str(workers)) as server:
-        assert httpx.get(f"{server.base_url}/readyz").status_code == 200
+        assert _readyz(server).status_code == 200
         for plane in ("memory", "affect", "vmp"):
             assert all(r[0] == "ok" for r in _writes(server, plane, 2)), plane

@@ -27,7 +27,7 @@ from ratatoskr.provider.testing import ServerProcess
 from ratatoskr.sqlite import ConnectionOptions, connect
 from ratatoskr.vmp.client import VmpClient
 
-from ..conftest import KEY, start_server
+from ..conftest import KEY, loopback_http, loopback_transport, start_server
 
 VMP_KEY = "reliability-vmp-key-5f0e9a"
 MEMORY_DIM = 8
@@ -89,21 +89,35 @@ def base(server: ServerProcess, plane: str, *, combined: bool = True) -> str:
 def memory_client(
     url: str, *, scope: dict[str, str] | None = None, actor: str = "agent"
 ) -> BifrostClient:
-    return BifrostClient(url, KEY.encode(), actor=actor, scope=scope or {}, plane="memory")
+    return BifrostClient(
+        url,
+        KEY.encode(),
+        actor=actor,
+        scope=scope or {},
+        plane="memory",
+        transport=loopback_transport(),
+    )
 
 
 def affect_client(
     url: str, *, scope: dict[str, str] | None = None, actor: str = "agent"
 ) -> BifrostClient:
-    return BifrostClient(url, KEY.encode(), actor=actor, scope=scope or {}, plane="affect")
+    return BifrostClient(
+        url,
+        KEY.encode(),
+        actor=actor,
+        scope=scope or {},
+        plane="affect",
+        transport=loopback_transport(),
+    )
 
 
 def vmp_client(url: str) -> VmpClient:
-    return VmpClient(url, VMP_KEY)
+    return VmpClient(url, VMP_KEY, transport=loopback_transport())
 
 
 def http(timeout: float = 60) -> httpx.Client:
-    return httpx.Client(timeout=timeout)
+    return loopback_http(timeout=timeout)
 
 
 # -- invariants of the files -----------------------------------------------------------
