@@ -112,7 +112,11 @@ def crowded(draw: st.DrawFn) -> tuple[int, list[list[int]], list[int], int]:
     dim = draw(st.sampled_from([4, 16, WIDE_MAX_DIM, 48]))
     centre = draw(st.lists(st.one_of(small, st.sampled_from(EXTREMES)), min_size=dim, max_size=dim))
     spread = draw(st.sampled_from([0, 1, 3, 2**8, 2**16]))
-    rng = draw(st.randoms())
+    # The offsets around the centre come from a PRNG seeded by hypothesis: through its
+    # own random (every randint a recorded choice, up to 300 x 48 a case) drawing them
+    # took 85% of the test's time. The shape of a case (dim, centre, spread, rows, k)
+    # is still drawn, replayed and shrunk by hypothesis.
+    rng = draw(st.randoms(use_true_random=True))
 
     def near() -> list[int]:
         return [min(Q_MAX, max(Q_MIN, c + rng.randint(-spread, spread))) for c in centre]
