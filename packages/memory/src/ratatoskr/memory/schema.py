@@ -26,7 +26,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import apsw
 import numpy as np
@@ -77,19 +78,22 @@ def vec_table_sql(dim: int) -> str:
     )
 
 
+# memory_chunks' columns as migration 1 made them (migration 7 makes them again).
+_V1_CHUNK_COLUMNS = """
+    chunk_id TEXT PRIMARY KEY,
+    record_json TEXT NOT NULL,
+    revision INTEGER NOT NULL CHECK (revision >= 1),
+    scope_json TEXT NOT NULL,
+    origin TEXT,
+    seq INTEGER NOT NULL,
+    updated_at REAL NOT NULL"""
+
+
 def _create_v1(dim: int) -> Callable[[apsw.Connection], None]:
     def create(conn: apsw.Connection) -> None:
         conn.execute(
+            f"CREATE TABLE memory_chunks ({_V1_CHUNK_COLUMNS});"
             """
-            CREATE TABLE memory_chunks (
-                chunk_id TEXT PRIMARY KEY,
-                record_json TEXT NOT NULL,
-                revision INTEGER NOT NULL CHECK (revision >= 1),
-                scope_json TEXT NOT NULL,
-                origin TEXT,
-                seq INTEGER NOT NULL,
-                updated_at REAL NOT NULL
-            );
             CREATE INDEX memory_chunks_seq ON memory_chunks(seq);
             CREATE TABLE memory_tombstones (
                 chunk_id TEXT PRIMARY KEY,
@@ -109,6 +113,21 @@ def _create_v1(dim: int) -> Callable[[apsw.Connection], None]:
     return create
 
 
+def _batches(conn: apsw.Connection, columns: str) -> Iterator[list[tuple[Any, ...]]]:
+    """``memory_chunks``' rows (``rowid`` then ``columns``) in rowid order,
+    :data:`_MIGRATE_BATCH` at a time (a migration may write between batches)."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            f"SELECT rowid, {columns} FROM memory_chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, _MIGRATE_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        yield rows
+        last = int(rows[-1][0])  # type: ignore[arg-type]
+
+
 def _binary_embedding_v2(dim: int) -> Callable[[apsw.Connection], None]:
     """Add ``embedding_key`` / ``embedding_f64`` and move every all-float embedding out
     of ``record_json`` into them, in the migration's transaction (a crash or an
@@ -124,15 +143,7 @@ def _binary_embedding_v2(dim: int) -> Callable[[apsw.Connection], None]:
             " CHECK ((embedding_f64 IS NULL) = (embedding_key IS NULL)"
             f" AND (embedding_f64 IS NULL OR length(embedding_f64) = {8 * int(dim)}));"
         )
-        last = 0
-        while True:
-            rows = conn.execute(
-                "SELECT rowid, record_json FROM memory_chunks WHERE rowid > ?"
-                " ORDER BY rowid LIMIT ?",
-                (last, _MIGRATE_BATCH),
-            ).fetchall()
-            if not rows:
-                return
+        for rows in _batches(conn, "record_json"):
             updates: list[tuple[str, str, bytes, object]] = []
             for rowid, text in rows:
                 try:
@@ -149,7 +160,6 @@ def _binary_embedding_v2(dim: int) -> Callable[[apsw.Connection], None]:
                 " WHERE rowid = ?",
                 updates,
             )
-            last = int(rows[-1][0])  # type: ignore[arg-type]
 
     return migrate
 
@@ -159,35 +169,20 @@ def _usage_v4(conn: apsw.Connection) -> None:
     batches), then ``memory_quota`` from them and its triggers, in the migration's
     transaction."""
     conn.execute("ALTER TABLE memory_chunks ADD COLUMN record_bytes INTEGER NOT NULL DEFAULT 0")
-    last = 0
-    while True:
-        rows = conn.execute(
-            "SELECT rowid, record_json, embedding_key, embedding_f64 FROM memory_chunks"
-            " WHERE rowid > ? ORDER BY rowid LIMIT ?",
-            (last, _MIGRATE_BATCH),
-        ).fetchall()
-        if not rows:
-            break
+    for rows in _batches(conn, "record_json, embedding_key, embedding_f64"):
         sizes = [
-            (record_size(records.StoredChunk(str(text), key, blob, 1).record()), rowid)  # type: ignore[arg-type]
+            (record_size(records.StoredChunk(str(text), key, blob, 1).record()), rowid)
             for rowid, text, key, blob in rows
         ]
         conn.executemany("UPDATE memory_chunks SET record_bytes = ? WHERE rowid = ?", sizes)
-        last = int(rows[-1][0])  # type: ignore[arg-type]
     conn.execute(QUOTA.create_sql())
 
 
 # memory_chunks as migration 7 leaves it (columns in the order migrations 1-4 made
 # them, then embedding_f32): the embedding in at most one blob, named by its key.
-_CHUNKS_V7 = """
-CREATE TABLE memory_chunks_v7 (
-    chunk_id TEXT PRIMARY KEY,
-    record_json TEXT NOT NULL,
-    revision INTEGER NOT NULL CHECK (revision >= 1),
-    scope_json TEXT NOT NULL,
-    origin TEXT,
-    seq INTEGER NOT NULL,
-    updated_at REAL NOT NULL,
+_CHUNKS_V7 = (
+    f"CREATE TABLE memory_chunks_v7 ({_V1_CHUNK_COLUMNS},"
+    """
     embedding_key TEXT CHECK (embedding_key IN ('embedding', 'vector')),
     embedding_f64 BLOB CHECK (embedding_f64 IS NULL OR length(embedding_f64) = {f64}),
     record_bytes INTEGER NOT NULL DEFAULT 0,
@@ -196,6 +191,7 @@ CREATE TABLE memory_chunks_v7 (
     CHECK (embedding_f64 IS NULL OR embedding_f32 IS NULL)
 )
 """
+)
 _V6_COLUMNS = (
     "chunk_id, record_json, revision, scope_json, origin, seq, updated_at,"
     " embedding_key, embedding_f64, record_bytes"
@@ -217,19 +213,11 @@ def _narrow_embeddings_v7(dim: int) -> Callable[[apsw.Connection], None]:
             ).fetchall()
         ]
         conn.execute(_CHUNKS_V7.format(f64=8 * int(dim), f32=4 * int(dim)))
-        last = 0
-        while True:
-            rows = conn.execute(
-                f"SELECT rowid, {_V6_COLUMNS} FROM memory_chunks WHERE rowid > ?"
-                " ORDER BY rowid LIMIT ?",
-                (last, _MIGRATE_BATCH),
-            ).fetchall()
-            if not rows:
-                break
+        for rows in _batches(conn, _V6_COLUMNS):
             wide = [i for i, row in enumerate(rows) if isinstance(row[9], bytes)]
             copied = [(*row, None) for row in rows]
             try:
-                joined = b"".join(rows[i][9] for i in wide)  # type: ignore[misc]
+                joined = b"".join(rows[i][9] for i in wide)
                 matrix = np.frombuffer(joined, dtype="<f8").reshape(len(wide), int(dim))
                 for i, f32 in zip(wide, records.narrow_rows(matrix), strict=True):
                     if f32 is not None:
@@ -242,7 +230,6 @@ def _narrow_embeddings_v7(dim: int) -> Callable[[apsw.Connection], None]:
             except (ValueError, apsw.ConstraintError):
                 # A row no v6 write makes; the upgrade rolls back whole.
                 raise StorageCorrupt("memory_chunks holds a row that is not valid") from None
-            last = int(rows[-1][0])  # type: ignore[arg-type]
         conn.execute(
             "DROP TABLE memory_chunks; ALTER TABLE memory_chunks_v7 RENAME TO memory_chunks;"
         )
