@@ -142,14 +142,17 @@ def test_a_kind_slow_on_the_loop_goes_back_to_the_pool() -> None:
     async def body(client: httpx.AsyncClient) -> None:
         loop_thread.append(threading.current_thread().name)
         assert (await _call(client, _search())).status_code == 200  # pool, cheap
-        store.delay_s = SLOW_LOOP_S * 3
-        assert (await _call(client, _search())).status_code == 200  # loop, slow
-        assert (await _call(client, _search())).status_code == 200  # pool again (slow)
-        assert (await _call(client, _search())).status_code == 200  # pool: not cheap
+        store.delay_s = SLOW_LOOP_S * 2
+        assert (await _call(client, _search())).status_code == 200  # loop, waited
+        assert (await _call(client, _search())).status_code == 200  # pool, waits again
+        assert (await _call(client, _search())).status_code == 200  # pool: still not quick
+        store.delay_s = 0.0
+        assert (await _call(client, _search())).status_code == 200  # pool, quick
+        assert (await _call(client, _search())).status_code == 200  # loop again
 
     _run(_app(store), body)
     loop = loop_thread[0]
-    assert [name == loop for name in store.threads] == [False, True, False, False]
+    assert [name == loop for name in store.threads] == [False, True, False, False, False, True]
 
 
 def test_on_the_loop_a_token_for_another_body_or_a_replay_is_refused() -> None:
@@ -222,17 +225,34 @@ def test_loop_calls_rules() -> None:
     assert not calls.on_loop(k0)  # unknown
     calls.ran_in_pool(k0, CHEAP_CPU_S * 2, 0.0)  # costly
     assert not calls.on_loop(k0)
-    calls.ran_in_pool(k0, 0.0, 0.0)
+    calls.ran_in_pool(k0, 0.0, 1.0)  # cheap (the time in the pool is no guide)
     assert calls.on_loop(k0)
-    calls.in_pool = 1  # something of the app in the pool
+    assert not calls.hand_off(k0)  # a cheap kind in the pool does not count
+    assert calls.on_loop(k0)
+    calls.back(False)
+    risky = calls.hand_off(None)  # a write, say
+    assert risky
     assert not calls.on_loop(k0)
-    calls.in_pool = 0
+    calls.back(risky)
+    assert calls.hand_off(k1)  # an unknown kind counts too
+    assert not calls.on_loop(k0)
+    calls.back(True)
     calls.ran_in_pool(k1, 0.0, 0.0)
     assert calls.on_loop(k0)  # k0 used last, so k1 is the oldest
     calls.ran_in_pool(k2, 0.0, 0.0)
     assert len(calls) == 2
     assert not calls.on_loop(k1)  # forgotten
-    calls.ran_on_loop(k0, SLOW_LOOP_S / 2)
+    calls.ran_on_loop(k0, 0.0, SLOW_LOOP_S / 2)
     assert calls.on_loop(k0)
-    calls.ran_on_loop(k0, SLOW_LOOP_S * 2)
+    calls.ran_on_loop(k0, CHEAP_CPU_S, 0.0)  # costly on the loop
+    assert not calls.on_loop(k0)
+    calls.ran_in_pool(k0, 0.0, SLOW_LOOP_S * 5)  # cheap: a long wall alone is the load
+    assert calls.on_loop(k0)
+    calls.ran_on_loop(k0, 0.0, SLOW_LOOP_S * 2)  # waited on the loop
+    assert not calls.on_loop(k0)
+    calls.ran_in_pool(k0, 0.0, SLOW_LOOP_S * 2)  # and waits in the pool too
+    assert not calls.on_loop(k0)
+    calls.ran_in_pool(k0, 0.0, 0.0)  # quick again
+    assert calls.on_loop(k0)
+    calls.ran_in_pool(k0, CHEAP_CPU_S * 2, 0.0)
     assert not calls.on_loop(k0)

@@ -238,18 +238,18 @@ async def _answer(
     if not handshake and calls.candidate(pending.claims.verb, len(body)):
         env, kind = _peek(plane, body, pending)
     if kind is not None and calls.on_loop(kind):
-        start = time.perf_counter()
+        cpu, wall = time.thread_time(), time.perf_counter()
         try:
             return _pipeline(plane, body, pending, False, facts, env)
         finally:
-            calls.ran_on_loop(kind, time.perf_counter() - start)
-    calls.in_pool += 1
+            calls.ran_on_loop(kind, time.thread_time() - cpu, time.perf_counter() - wall)
+    risky = calls.hand_off(kind)
     try:
         if kind is None or env is None:
             return await run_off_loop(_pipeline, plane, body, pending, handshake, facts, env)
         content, cpu, wall = await run_off_loop(_timed, plane, body, pending, facts, env)
     finally:
-        calls.in_pool -= 1
+        calls.back(risky)
     calls.ran_in_pool(kind, cpu, wall)
     return content
 
