@@ -191,15 +191,15 @@ def test_vmp_is_mounted_with_its_key(combined: TestClient) -> None:
 
 
 def test_only_file_backed_planes_answer_reads_on_the_loop(settings: Settings) -> None:
-    """A plane served from a file gives its read verbs to its app's loop; in memory
-    (its store shares one connection with its writes) none."""
+    """A plane served from a file gives its point reads to its app's loop (not its
+    searches or listings, nor any write); in memory (its store shares one connection
+    with its writes) none."""
     opened = open_planes(settings, ("memory", "affect"))
     try:
         apps = build_plane_apps(settings, opened)
-        memory_reads = {"describe_store", "get", "get_many", "health", "scan", "search"}
-        assert apps["memory"].state.bifrost_loop_verbs == memory_reads
-        assert "put_many" not in apps["affect"].state.bifrost_loop_verbs
-        assert "history" in apps["affect"].state.bifrost_loop_verbs
+        point_reads = {"describe_store", "get", "get_many", "health"}
+        assert apps["memory"].state.bifrost_loop_verbs == point_reads
+        assert apps["affect"].state.bifrost_loop_verbs == point_reads
     finally:
         opened.close()
     in_memory = settings.model_copy(update={"memory_db": ":memory:"})

@@ -52,9 +52,9 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[Plane, Star
 
 def _loop_verbs(plane: ServedPlane) -> frozenset[str]:
     """The verbs whose small, cheap calls the plane's app may answer on its event loop:
-    its reads when it is served from a file (its store and its token cache are SQLite
-    files, which never wait on a network); none on PostgreSQL or in memory."""
-    return plane.entry.read_verbs if isinstance(plane.replay, SqliteTokenCache) else frozenset()
+    its point reads when it is served from a file (its store and its token cache are
+    SQLite files, which never wait on a network); none on PostgreSQL or in memory."""
+    return plane.entry.loop_verbs if isinstance(plane.replay, SqliteTokenCache) else frozenset()
 
 
 async def healthz(request: Request) -> JSONResponse:
