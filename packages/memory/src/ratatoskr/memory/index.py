@@ -89,10 +89,11 @@ def _best(scores: F64, k: int, bound: float) -> tuple[Rows, F64]:
     when there are at most ``k``), best first, and those scores: one sort of a small
     array (a fine pass, or the survivors of stage 1) instead of a partition, a
     selection and a second sort."""
-    ascending = np.argsort(scores)
+    # The methods, not np.argsort / np.searchsorted: no Python wrapper per call.
+    ascending = scores.argsort()
     ranked = scores[ascending]
     if ranked.size > k:
-        low = int(np.searchsorted(ranked, float(ranked[-k]) - 2.0 * bound))
+        low = int(ranked.searchsorted(float(ranked[-k]) - 2.0 * bound))
         ascending, ranked = ascending[low:], ranked[low:]
     return ascending[::-1], ranked[::-1]
 
