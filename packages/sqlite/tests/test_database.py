@@ -375,3 +375,31 @@ def test_close_during_a_read_on_another_thread(db_path: Path) -> None:
     assert _open_fds(db_path) == 0
     with pytest.raises(StorageUnavailable):
         rows(db)
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_read_rows_is_one_statement_read(tmp_path: Path, where: str) -> None:
+    """``read_rows`` answers like a read of one statement: inside a read of the thread,
+    that read's snapshot; closed, StorageUnavailable."""
+    db = open_db(str(tmp_path / "t.db") if where == "file" else ":memory:")
+    with db.write() as conn:
+        conn.execute("INSERT INTO items (id, body) VALUES ('a', 'x')")
+    query = "SELECT id FROM items ORDER BY id"
+    assert db.read_rows(query) == [("a",)]
+    assert db.read_rows("SELECT body FROM items WHERE id = ?", ("a",)) == [("x",)]
+    if where == "file":
+        with db.read() as conn:
+            conn.execute("SELECT count(*) FROM items").fetchall()  # the snapshot starts
+            other = threading.Thread(target=lambda: _insert(db, "b"))
+            other.start()
+            other.join()
+            assert db.read_rows(query) == [("a",)]  # the enclosing read's snapshot
+        assert db.read_rows(query) == [("a",), ("b",)]
+    db.close()
+    with pytest.raises(StorageUnavailable):
+        db.read_rows(query)
+
+
+def _insert(db: Database, key: str) -> None:
+    with db.write() as conn:
+        conn.execute("INSERT INTO items (id, body) VALUES (?, 'y')", (key,))

@@ -145,10 +145,9 @@ class SqliteTokenCache:
         return gone
 
     def seen(self, jti: str, now: float) -> bool:
-        with self._db.read() as conn:
-            rows = conn.execute(
-                "SELECT 1 FROM replay_jti WHERE jti = ? AND expires_at > ?", (jti, now)
-            ).fetchall()
+        rows = self._db.read_rows(
+            "SELECT 1 FROM replay_jti WHERE jti = ? AND expires_at > ?", (jti, now)
+        )
         return bool(rows)
 
     def __len__(self) -> int:
