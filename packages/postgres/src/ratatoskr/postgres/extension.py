@@ -14,7 +14,7 @@ from psycopg import Cursor
 
 from ratatoskr.storage.errors import StorageUnavailable
 
-__all__ = ["ensure_vector_extension", "vector_extension"]
+__all__ = ["ensure_vector_extension", "vector_extension", "vector_type_oid"]
 
 
 def vector_extension(cur: Cursor[Any]) -> tuple[str, str] | None:
@@ -25,6 +25,22 @@ def vector_extension(cur: Cursor[Any]) -> tuple[str, str] | None:
     )
     row = cur.fetchone()
     return None if row is None else (str(row[0]), str(row[1]))
+
+
+def vector_type_oid(cur: Cursor[Any], schema: str) -> int:
+    """The OID of the ``vector`` type the extension in ``schema`` made (what a binary
+    ``vector[]`` parameter names as its element type, see ``vector.py``).
+
+    Raises StorageUnavailable when there is none."""
+    cur.execute(
+        "SELECT t.oid FROM pg_type AS t JOIN pg_namespace AS n ON n.oid = t.typnamespace"
+        " WHERE n.nspname = %s AND t.typname = 'vector'",
+        (schema,),
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise StorageUnavailable("the pgvector type (vector) vanished from the server")
+    return int(row[0])
 
 
 def ensure_vector_extension(cur: Cursor[Any]) -> str:

@@ -35,7 +35,7 @@ from ratatoskr.postgres.database import PostgresDatabase
 from ratatoskr.postgres.extension import vector_extension
 from ratatoskr.postgres.scope import AXIS_COLUMNS, conjunction_sql, scope_arrays, scope_column_list
 from ratatoskr.postgres.text import from_db, to_db
-from ratatoskr.postgres.vector import VectorRows
+from ratatoskr.postgres.vector import VectorArray
 
 __all__ = ["export_page", "import_chunks"]
 _COLUMNS = "chunk_id, " + STORED_COLUMNS
@@ -73,7 +73,7 @@ def export_page(
 class _Statements:
     """The import's statements for one table (rendered once per batch)."""
 
-    def __init__(self, db: PostgresDatabase, embedding_dim: int) -> None:
+    def __init__(self, db: PostgresDatabase) -> None:
         found = db.run(vector_extension)
         if found is None:
             raise RuntimeError("the vector extension vanished after the schema was created")
@@ -82,11 +82,10 @@ class _Statements:
         unnest = sql.SQL(
             " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
             " %b::text[], %b::text[], %b::bytea[], %b::bytea[], %b::bigint[], %b::float8[],"
-            " %b::bigint[]) WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, h, v, w, b, o)"
-        )
-        vec = sql.SQL("(%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}").format(
-            dim=sql.Literal(embedding_dim), vector=vector
-        )
+            " %b::bigint[], %b::{vector}[]) WITH ORDINALITY"
+            " AS u(i, e, g, n, a, r, k, f, h, v, w, b, x, o)"
+        ).format(vector=vector)
+        vec = sql.SQL("u.x")
         self.insert = sql.SQL(
             "INSERT INTO {t} (chunk_id, {axes}, revision, record_json, embedding_key,"
             " embedding_f64, embedding_f32, embedding, updated_at, record_bytes)"
@@ -121,12 +120,14 @@ class _ImportTx:
         statements: _Statements,
         forms: list[StoredForm],
         units: npt.NDArray[np.float32],
+        vector_oid: int,
         cutoff: Callable[[], float | None],
     ) -> None:
         self._cur = cur
         self._sql = statements
         self._forms = forms
         self._units = units
+        self._vector_oid = vector_oid
         self.cutoff = cutoff
 
     def held(self, ids: Sequence[str]) -> dict[str, portability.HeldChunk]:
@@ -158,7 +159,6 @@ class _ImportTx:
     ) -> tuple[Any, ...]:
         items, forms = batch.request.items, self._forms
         return (
-            VectorRows(self._units[at]),
             [to_db(items[i].id) for i in at],
             *scope_arrays([items[i].scope for i in at]),
             [forms[i].record_json for i in at],
@@ -167,6 +167,7 @@ class _ImportTx:
             [batch.written_at[i] for i in at],
             # What the record counts for in its tenant's usage (bifrost.quota).
             [len(canonical_json(items[i].record)) for i in at],
+            VectorArray(self._units[at], self._vector_oid),
         )
 
 
@@ -176,6 +177,7 @@ def import_chunks(
     on_conflict: portability.OnConflict,
     *,
     embedding_dim: int,
+    vector_oid: int,
     cutoff: Callable[[], float | None],
     allow_scope_change: bool = False,
 ) -> portability.ImportOutcome:
@@ -183,10 +185,10 @@ def import_chunks(
     bounded by ``sync_wait``: PostgresDatabase.run). Raises ImportConflict,
     ImportScopeChange (nothing written), StorageError subclasses."""
     forms, units = stored_forms(batch.request.items, embedding_dim, narrow=True)
-    statements = _Statements(db, embedding_dim)
+    statements = _Statements(db)
     return db.run(
         lambda cur: portability.import_chunk_batch(
-            _ImportTx(cur, statements, forms, units, cutoff),
+            _ImportTx(cur, statements, forms, units, vector_oid, cutoff),
             batch,
             on_conflict,
             allow_scope_change=allow_scope_change,

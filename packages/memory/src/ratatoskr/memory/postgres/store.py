@@ -55,7 +55,7 @@ from ratatoskr.memory.records import StoredChunk
 from ratatoskr.memory.retention import Sweeper
 from ratatoskr.postgres.database import Pool, PoolOptions, PostgresDatabase, on_table, open_schema
 from ratatoskr.postgres.erase import delete_granted, forget_rows, locked_scopes_sql
-from ratatoskr.postgres.extension import vector_extension
+from ratatoskr.postgres.extension import vector_extension, vector_type_oid
 from ratatoskr.postgres.migrations import MetaSetting
 from ratatoskr.postgres.scope import Bounds, conjunctions, scopes_by_key, where_sql
 from ratatoskr.postgres.store import SchemaStore
@@ -78,7 +78,8 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
         if found is None:
             raise RuntimeError("the vector extension vanished after the schema was created")
         t = db.table(memory_schema.CHUNKS)
-        self._upserts = ChunkUpserts(t, found[0], embedding_dim)
+        self._vector_oid = db.run(lambda cur: vector_type_oid(cur, found[0]))
+        self._upserts = ChunkUpserts(t, found[0], embedding_dim, self._vector_oid)
         # Filters name the covering index's bound so the planner may use it (schema.py).
         self._bounds: Bounds | None = (
             {"tenant": memory_schema.COVERED_TENANT_BYTES}
@@ -245,6 +246,7 @@ class PostgresMemoryStore(MemoryWrites, MemoryReads, SchemaStore):
             batch,
             on_conflict,
             embedding_dim=self.embedding_dim,
+            vector_oid=self._vector_oid,
             cutoff=self._cutoff,
             allow_scope_change=allow_scope_change,
         )

@@ -31,7 +31,7 @@ from ratatoskr.memory.records import stored_forms
 from ratatoskr.postgres.arrays import BinaryArray, int8_array, text_array
 from ratatoskr.postgres.scope import scope_arrays, scope_column_list, scope_sets, scopes_by_key
 from ratatoskr.postgres.text import from_db, to_db
-from ratatoskr.postgres.vector import VectorRows
+from ratatoskr.postgres.vector import VectorArray
 from ratatoskr.postgres.writes import (
     Perform,
     Replaced,
@@ -54,18 +54,20 @@ def live_scopes_sql(table: sql.Composable) -> sql.Composed:
 class ChunkUpserts:
     """The upsert of one chunks table (see the module docstring)."""
 
-    def __init__(self, table: sql.Composable, ext: str, embedding_dim: int) -> None:
+    def __init__(
+        self, table: sql.Composable, ext: str, embedding_dim: int, vector_oid: int
+    ) -> None:
         self.embedding_dim = embedding_dim
+        self._vector_oid = vector_oid
         # unnest keeps the arrays' order and ORDER BY makes it the write (and lock) order.
         self._upsert_sql = (
             sql.SQL(
                 "INSERT INTO {t} AS c (chunk_id, {axes}, revision, record_json, embedding_key,"
                 " embedding_f64, embedding_f32, record_bytes, embedding, updated_at)"
-                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f, u.h, u.b,"
-                " (%b::float4[])[(u.o - 1) * {dim} + 1 : u.o * {dim}]::{vector}, %s"
+                " SELECT u.i, u.e, u.g, u.n, u.a, 1, u.r, u.k, u.f, u.h, u.b, u.v, %s"
                 " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
-                " %b::text[], %b::text[], %b::bytea[], %b::bytea[], %b::int8[])"
-                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, h, b, o)"
+                " %b::text[], %b::text[], %b::bytea[], %b::bytea[], %b::int8[], %b::{vector}[])"
+                " WITH ORDINALITY AS u(i, e, g, n, a, r, k, f, h, b, v, o)"
                 " ORDER BY u.o"
                 " ON CONFLICT (chunk_id) DO UPDATE SET {sets},"
                 " revision = CASE WHEN c.updated_at < %s THEN 1 ELSE c.revision + 1 END,"
@@ -78,7 +80,6 @@ class ChunkUpserts:
             .format(
                 t=table,
                 axes=scope_column_list(),
-                dim=sql.Literal(embedding_dim),
                 vector=sql.SQL("{}.vector").format(sql.Identifier(ext)),
                 sets=scope_sets(),
                 inside=grant_predicate("c"),
@@ -92,12 +93,12 @@ class ChunkUpserts:
     ) -> Perform:
         """The statements of ``request`` for ``run_write`` (``cutoff(now)``: retention's
         parameter at the transaction's time)."""
-        vectors, ids, columns = self._columns(request)
+        ids, columns = self._columns(request)
         grant = grant_params(request.grant)
 
         def perform(cur: Cursor[Any], now: float) -> Replaced:
             at = cutoff(now)
-            cur.execute(self._upsert_sql, (vectors, now, *columns, at, *grant, at))
+            cur.execute(self._upsert_sql, (now, *columns, at, *grant, at))
             revisions = revisions_before(cur.fetchall(), from_db)
             refused = [i for i in ids if from_db(i) not in revisions]
             if not refused:
@@ -110,7 +111,7 @@ class ChunkUpserts:
 
     def _columns(
         self, request: WriteRequest[ValidatedChunk]
-    ) -> tuple[VectorRows, list[str], tuple[BinaryArray, ...]]:
+    ) -> tuple[list[str], tuple[BinaryArray | VectorArray, ...]]:
         """The batch as the upsert's array parameters, rows in stored-id order (the
         order the statement writes and locks them in, so overlapping batches cannot
         deadlock)."""
@@ -120,7 +121,6 @@ class ChunkUpserts:
         forms, units = stored_forms(chunks, self.embedding_dim, narrow=True)
         ids = [to_db(c.id) for c in chunks]
         return (
-            VectorRows(units),
             ids,
             (
                 text_array(ids),
@@ -128,5 +128,6 @@ class ChunkUpserts:
                 text_array([f.record_json for f in forms]),
                 *blob_arrays(forms),
                 int8_array([sizes[i] for i in order]),
+                VectorArray(units, self._vector_oid),
             ),
         )
