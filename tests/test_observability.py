@@ -24,7 +24,7 @@ from ratatoskr.provider.observe import CALL_FIELDS, log_config
 from ratatoskr.provider.settings import Settings
 from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, start_server
+from .conftest import KEY, loopback_http, start_server
 
 VMP_KEY = "e2e-vmp-key-0123456789"
 DIM = 8
@@ -67,7 +67,7 @@ def _post(client: httpx.Client, base: str, body: bytes, token: str) -> httpx.Res
 def traffic(base: str) -> None:
     """2 upserts (one an idempotent replay), 1 search, 1 replayed token, 1 VMP upsert."""
     record = {"id": "r1", "embedding": [1.0] + [0.0] * (DIM - 1), "scope": {"tenant": "t"}}
-    with httpx.Client(timeout=30) as client:
+    with loopback_http(timeout=30) as client:
         for _ in range(2):
             r, body, token = _call(
                 client, base, "upsert_many", {"records": [record]}, idempotency_key="k1"
@@ -86,7 +86,8 @@ def traffic(base: str) -> None:
 
 
 def scrape(base: str, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    r = httpx.get(f"{base}/metrics", headers=headers, timeout=30)
+    with loopback_http(timeout=30) as client:
+        r = client.get(f"{base}/metrics", headers=headers)
     assert r.status_code == 200, r.text
     out = {}
     for family in text_string_to_metric_families(r.text):
@@ -146,7 +147,7 @@ def test_metrics_sum_over_workers(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, server.output
             time.sleep(0.05)
         for _ in range(calls):  # a new connection each: the kernel spreads them
-            with httpx.Client(timeout=30) as client:
+            with loopback_http(timeout=30) as client:
                 args = {"vector": [1.0] * DIM, "top_k": 1}
                 assert _call(client, server.base_url, "search", args)[0].status_code == 200
         # each scrape is answered by either worker, and each sums both workers' files
