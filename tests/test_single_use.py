@@ -25,7 +25,7 @@ from bifrost.errors import RevisionMismatch
 from ratatoskr.memory.testing import chunk, one_hot
 from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, start_server
+from .conftest import KEY, loopback_http, loopback_transport, start_server
 
 pytestmark = pytest.mark.slow
 GRANT = {"tenant": "acme"}
@@ -51,7 +51,8 @@ class Captured:
         url = f"{base_url}/bifrost/{self.plane}-call"
         if client is not None:
             return client.post(url, content=self.body, headers=self.headers)
-        return httpx.post(url, content=self.body, headers=self.headers, timeout=30)
+        with loopback_http(timeout=30) as fresh:
+            return fresh.post(url, content=self.body, headers=self.headers)
 
 
 def refused_as_replay(resp: httpx.Response) -> None:
@@ -64,11 +65,25 @@ def refused_as_replay(resp: httpx.Response) -> None:
 
 
 def memory(base: str) -> BifrostClient:
-    return BifrostClient(base, KEY.encode(), actor="agent", scope=GRANT, plane="memory")
+    return BifrostClient(
+        base,
+        KEY.encode(),
+        actor="agent",
+        scope=GRANT,
+        plane="memory",
+        transport=loopback_transport(),
+    )
 
 
 def affect(base: str) -> BifrostClient:
-    return BifrostClient(base, KEY.encode(), actor="agent", scope=GRANT, plane="affect")
+    return BifrostClient(
+        base,
+        KEY.encode(),
+        actor="agent",
+        scope=GRANT,
+        plane="affect",
+        transport=loopback_transport(),
+    )
 
 
 def replay_everything(first: str, second: str) -> None:
@@ -192,7 +207,7 @@ def _connections_on_two_workers(
     by_worker: dict[int, httpx.Client] = {}
     spare: list[httpx.Client] = []
     for _ in range(60):
-        client = httpx.Client(timeout=30)
+        client = loopback_http(timeout=30)
         pid = _serving_pid(client, base, workers)
         if pid not in by_worker:
             by_worker[pid] = client
