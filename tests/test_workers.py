@@ -8,11 +8,10 @@ import signal
 import time
 from pathlib import Path
 
-import httpx
 import psutil  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 
-from .conftest import start_server
+from .conftest import loopback_http, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +53,9 @@ def test_a_dead_worker_is_reported_and_replaced(server_env: dict[str, str], tmp_
             time.sleep(0.2)
         log = "".join(server.output)
         assert f"worker pid={victim.pid} died (signal SIGKILL); starting a replacement" in log
-        for _ in range(10):
-            assert httpx.get(f"{server.base_url}/healthz").status_code == 200
+        for _ in range(10):  # a new connection each
+            with loopback_http() as client:
+                assert client.get(f"{server.base_url}/healthz").status_code == 200
         assert server.stop() == 0
     finally:
         if server.proc.poll() is None:
