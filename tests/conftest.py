@@ -41,17 +41,22 @@ def start_server(
     return start_serve(args, env, cwd, preexec_fn=preexec_fn)
 
 
-@pytest.fixture
-def server_env(tmp_path: Path) -> dict[str, str]:
+def server_settings(root: Path) -> dict[str, str]:
+    """The settings of the ``server`` fixture's provider, its files under ``root``."""
     return {
-        "RATATOSKR_MEMORY_DB": str(tmp_path / "memory.db"),
-        "RATATOSKR_AFFECT_DB": str(tmp_path / "affect.db"),
-        "RATATOSKR_VMP_DB": str(tmp_path / "vmp.db"),
+        "RATATOSKR_MEMORY_DB": str(root / "memory.db"),
+        "RATATOSKR_AFFECT_DB": str(root / "affect.db"),
+        "RATATOSKR_VMP_DB": str(root / "vmp.db"),
         "RATATOSKR_MEMORY_EMBEDDING_DIM": "8",
         "RATATOSKR_HEIMDALL_KEY": KEY,
         "RATATOSKR_VMP_API_KEY": "e2e-vmp-key-0123456789",
         "RATATOSKR_PORT": "0",
     }
+
+
+@pytest.fixture
+def server_env(tmp_path: Path) -> dict[str, str]:
+    return server_settings(tmp_path)
 
 
 @pytest.fixture

@@ -30,7 +30,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,7 +39,7 @@ from bifrost.consumer.testing.conformance.grants import delete_race
 from bifrost.errors import BifrostError, Forbidden, InvalidArguments, RevisionMismatch
 from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY, start_server
+from .conftest import KEY, loopback_transport, server_settings, start_server
 from .test_many_providers import database, provider  # noqa: F401 - the module's database
 from .test_postgres_provider import pg_dsn  # noqa: F401 - the session's server, shared
 
@@ -58,6 +57,7 @@ def _client(base: str, plane: str, tenant: str) -> BifrostClient:
         actor=f"agent-{tenant}",
         scope={"tenant": tenant},
         plane=plane,
+        transport=loopback_transport(),
     )
 
 
@@ -180,11 +180,14 @@ def revision_probe(base: str, plane: str) -> None:
     assert got is not None and (got["content"], got["revision"]) == (TENANTS[0], 1)
 
 
-@pytest.fixture(params=[1, 2], ids=["1-worker", "2-workers"])
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
 def sqlite_server(
-    request: pytest.FixtureRequest, server_env: dict[str, str], tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    server = start_server(["serve", "--workers", str(request.param)], server_env, tmp_path)
+    """One provider per worker count for the module's four tests: each test writes only
+    ids of its own (a fresh uuid tag), so none needs a fresh database."""
+    home = tmp_path_factory.mktemp("sqlite-races")
+    server = start_server(["serve", "--workers", str(request.param)], server_settings(home), home)
     try:
         yield server
     finally:
