@@ -6,6 +6,8 @@ landed on VMP; restoring an empty snapshot wiped it)."""
 from __future__ import annotations
 
 import json
+import signal
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -13,11 +15,22 @@ import pytest
 from bifrost.client import build_envelope, mint_token
 from ratatoskr.provider.testing import ServerProcess
 
-from .conftest import KEY
+from .conftest import KEY, server_settings, start_server
 
 pytestmark = pytest.mark.slow
 GRANT = {"tenant": "t"}
 VMP_AUTH = {"Authorization": "Bearer e2e-vmp-key-0123456789"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One provider for the module: no test here may write anything, and each asserts the
+    planes are still empty, so a write that got through fails its test and every later one."""
+    home = tmp_path_factory.mktemp("browsers")
+    s = start_server(["serve"], server_settings(home), home)
+    yield s
+    s.stop(signal.SIGTERM, timeout=10)
+    s.close()
 
 
 def _memory_upsert(server: ServerProcess, headers: dict[str, str]) -> httpx.Response:
