@@ -323,7 +323,8 @@ B = TypeVar("B", bound=MemoryStore | AffectStore)
 # searches, scans or listings: they spend much of their time in numpy and SQLite with the
 # interpreter released, which a pool thread overlaps with the loop's work on the next
 # requests; on the loop nothing overlaps (measured: 8 clients searching on 2 cores
-# answered 8-38% fewer requests with searches on the loop, benchmarks/README.md).
+# answered up to 38% fewer requests with searches on the loop, fewer in 4 of 5 runs:
+# benchmarks/README.md).
 _LOOP_VERBS = frozenset({"health", "describe_store", "get", "get_many"})
 
 
