@@ -99,3 +99,9 @@ def test_the_settings_import_no_plane_and_no_driver() -> None:
         or name == "ratatoskr.provider.registry"
     )
     assert heavy == []
+
+
+def test_an_embedding_field_is_no_filterable_field() -> None:
+    with pytest.raises(ValueError, match="where a record's embedding sits"):
+        Settings(memory_filterable_fields="metadata.kind,vector")
+    assert Settings(memory_filterable_fields="metadata.vector").memory_filterable_fields

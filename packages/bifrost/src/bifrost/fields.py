@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["field_path", "fields_setting", "validate_fields"]
+__all__ = ["EMBEDDING_FIELDS", "field_path", "fields_setting", "validate_fields"]
 
 
 def field_path(field: str) -> tuple[str, ...]:
@@ -20,12 +20,22 @@ def field_path(field: str) -> tuple[str, ...]:
     return parts
 
 
+# The fields a record's embedding may sit in (bifrost.memory.validation.embedding_field).
+# No filter reads them: the stores keep an embedding apart from the record's JSON (as a
+# float blob and in the vector index), and its numbers are not metadata.
+EMBEDDING_FIELDS = frozenset({"embedding", "vector"})
+
+
 def validate_fields(fields: Iterable[str]) -> tuple[str, ...]:
     """Declared filterable fields, each checked by :func:`field_path`, duplicates once,
-    in the order given. Raises ValueError."""
+    in the order given; a field in an embedding's place is refused. Raises ValueError."""
     out: dict[str, None] = {}
     for f in fields:
-        field_path(f)
+        if field_path(f)[0] in EMBEDDING_FIELDS:
+            raise ValueError(
+                f"filterable field {f!r} is where a record's embedding sits; "
+                "filters compare metadata, not embeddings"
+            )
         out[f] = None
     return tuple(out)
 

@@ -151,8 +151,9 @@ class Settings(BaseSettings):
     memory_filterable_fields: str = Field(
         "",
         description="Record fields a memory `metadata_filter` may name, comma-separated: "
-        "top-level keys or dotted paths such as metadata.kind (listed by describe_store; "
-        "indexed in memory at open, existing rows included). Empty: no filters (v1).",
+        "top-level keys or dotted paths such as metadata.kind, never `embedding` or `vector` "
+        "(where the embedding sits) (listed by describe_store; indexed in memory at open, "
+        "existing rows included). Empty: no filters (v1).",
     )
     memory_retention_s: float | None = Field(
         None,
