@@ -179,13 +179,13 @@ def bifrost_plane_app(spec: PlaneSpec[Any]) -> Callable[[Any, AppParts], Starlet
                 max_lifetime_s=settings.token_max_lifetime_s,
                 leeway_s=settings.clock_skew_s,
                 token_cache=parts.token_cache,
+                loop_verbs=parts.loop_verbs,
                 previous_keys=settings.heimdall_previous_keys(),
                 max_body_bytes=settings.max_body_bytes,
                 max_json_containers=settings.max_json_containers,
                 hooks=parts.hooks,
                 body_budget=parts.body_budget,
                 heavy_calls=parts.heavy_calls,
-                loop_verbs=parts.loop_verbs,
             ),
         )
 
