@@ -41,7 +41,12 @@ def test_a_stop_signal_waits_for_the_call_in_flight(
         sock.sendall(head + body[: len(body) // 2])
         time.sleep(0.3)  # the server has the request open
         server.proc.send_signal(sig)
-        time.sleep(0.5)  # shutdown has begun; the call is still in flight
+        # Shutdown has begun (uvicorn says so in every process that serves; with
+        # workers, once the supervisor has passed the signal on); the call is in flight.
+        deadline = time.monotonic() + 30
+        while "Shutting down" not in server.log():
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.01)
         sock.sendall(body[len(body) // 2 :])
         response = b""
         while chunk := sock.recv(65536):
