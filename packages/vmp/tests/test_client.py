@@ -390,3 +390,13 @@ def test_wrong_base_url_is_named(store: VmpStore) -> None:
         pytest.raises(NotFound),
     ):
         right.set_metadata("rec:999", None)  # a VMP 404 with its body stays NotFound
+
+
+def test_clients_share_one_tls_context() -> None:
+    one, two = VmpClient("http://127.0.0.1:1"), VmpClient("https://example.invalid", "k")
+    try:
+        contexts = [c._http._transport._pool._ssl_context for c in (one, two)]  # type: ignore[attr-defined]
+        assert contexts[0] is contexts[1]
+    finally:
+        one.close()
+        two.close()

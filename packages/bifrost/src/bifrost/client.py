@@ -51,7 +51,7 @@ from bifrost.auth.tokens import mint_token
 from bifrost.context import DEFAULT_CONSUMER_ID
 from bifrost.envelope import WIRE_VERSION
 from bifrost.errors import BifrostError, InvalidArguments, error_from_wire
-from bifrost.httpclient import AsyncHttpClient, HttpResponse, SyncHttpClient
+from bifrost.httpclient import AsyncHttpClient, HttpResponse, SyncHttpClient, tls_context
 from bifrost.memory.protocol import ScanArgs, Selection
 from bifrost.planes import WIRE_PLANES, plane_spec
 from bifrost.scope import validate_record_scope, validate_scope
@@ -360,7 +360,9 @@ class BifrostClient(_Verbs[Any, SyncHttpClient, httpx.BaseTransport]):
     def _open(
         self, base_url: str, transport: httpx.BaseTransport | None, timeout: float
     ) -> httpx.Client:
-        return httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
+        return httpx.Client(
+            base_url=base_url, transport=transport, timeout=timeout, verify=tls_context()
+        )
 
     def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
         response = self._http.post(url, content=body, headers=headers)
@@ -401,7 +403,9 @@ class AsyncBifrostClient(_Verbs[Awaitable[Any], AsyncHttpClient, httpx.AsyncBase
     def _open(
         self, base_url: str, transport: httpx.AsyncBaseTransport | None, timeout: float
     ) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=base_url, transport=transport, timeout=timeout)
+        return httpx.AsyncClient(
+            base_url=base_url, transport=transport, timeout=timeout, verify=tls_context()
+        )
 
     async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
         response = await self._http.post(url, content=body, headers=headers)

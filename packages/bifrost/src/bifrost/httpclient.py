@@ -10,10 +10,24 @@ is built on ``httpx2`` (a distinct package whose classes are not httpx's).
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-__all__ = ["AsyncHttpClient", "HttpResponse", "SyncHttpClient"]
+__all__ = ["AsyncHttpClient", "HttpResponse", "SyncHttpClient", "tls_context"]
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context the clients of this process verify servers with: httpx's default
+    (its CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` as the environment says at
+    the first call), made once. Left to itself httpx makes one per client, for an
+    ``http://`` URL too: 30-40 ms of CPU each, loading the CA bundle. A context is safe
+    to share between clients and threads."""
+    import httpx  # noqa: PLC0415 - only clients that post over HTTP need it
+
+    return httpx.create_ssl_context()
 
 
 class HttpURL(Protocol):

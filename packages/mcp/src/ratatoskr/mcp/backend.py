@@ -19,6 +19,7 @@ import httpx
 from bifrost.client import BifrostClient
 from bifrost.context import DispatchContext
 from bifrost.envelope import WIRE_VERSION
+from bifrost.httpclient import tls_context
 from bifrost.memory.dispatch import dispatch_memory_call
 from ratatoskr.embed import Embedder, check_dimension
 from ratatoskr.memory import SqliteMemoryStore, open_memory_store
@@ -130,7 +131,9 @@ class RemoteBackend:
         self._key = key
         self._actor = actor
         # One connection pool for every call; a client object per grant carries it.
-        self._http = httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=base_url, transport=transport, timeout=timeout, verify=tls_context()
+        )
         self._dim: int | None = None
 
     def granted(self, grant: dict[str, str]) -> BifrostClient:
