@@ -142,8 +142,14 @@ def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
         "context": ADAPTERS,
         "application_name": opts.application_name,
     }
-    if "connect_timeout" not in _dsn_keys(dsn):
+    # The DSN's own connect_timeout wins, for each connection and for the wait below.
+    named = _dsn_params(dsn)
+    wait: float = opts.connect_timeout
+    if "connect_timeout" not in named:
         kwargs["connect_timeout"] = opts.connect_timeout
+    else:
+        with contextlib.suppress(ValueError):  # not a number: libpq refuses the DSN
+            wait = float(named["connect_timeout"])
     pool: Pool = psycopg_pool.ConnectionPool(
         dsn,
         min_size=opts.min_size,
@@ -156,20 +162,20 @@ def open_pool(dsn: str, options: PoolOptions | None = None) -> Pool:
     )
     try:
         with translate_errors():
-            pool.open(wait=True, timeout=max(float(opts.connect_timeout), 1.0))
+            pool.open(wait=True, timeout=max(float(wait), 1.0))
     except BaseException:
         pool.close()
         raise
     return pool
 
 
-def _dsn_keys(dsn: str) -> frozenset[str]:
+def _dsn_params(dsn: str) -> dict[str, str]:
     """The parameters ``dsn`` names (none when libpq cannot parse it: connecting will
     then fail with the typed error)."""
     try:
-        return frozenset(conninfo_to_dict(dsn))
+        return {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     except psycopg.ProgrammingError:
-        return frozenset()
+        return {}
 
 
 class _Retry(Exception):
