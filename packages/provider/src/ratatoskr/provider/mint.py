@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from bifrost.client import mint_token
+from bifrost.auth.tokens import mint_token
 from bifrost.names import one_of, safe_name
 from bifrost.planes import plane_spec
 from ratatoskr.provider.portable import parse_scope
