@@ -25,7 +25,6 @@ from bifrost.consumer import (
     build_affect_app,
     build_memory_app,
 )
-from bifrost.consumer import app as app_module
 from bifrost.consumer.testing import InMemoryAffectStore, InMemoryMemoryStore
 from bifrost.consumer.testing.support import DIM, KEY, SpyMemoryStore, Wire, envelope_bytes
 from bifrost.reference_server import JwtVerifier
@@ -239,34 +238,3 @@ def test_body_budget_bounds_bytes_in_flight_and_queues_the_rest() -> None:
     assert order.index("b+") > order.index("a-")  # b waited until a gave its bytes back
     assert "c+" in order  # a body larger than the budget still runs, alone
     assert order.index("small+") < order.index("a-")  # a small body never waits
-
-
-def test_run_off_loop_result_error_and_cancel_before_start() -> None:
-    ran: list[str] = []
-
-    def boom() -> None:
-        raise KeyError("k")
-
-    async def scenario() -> None:
-        assert await app_module.run_off_loop(lambda a, b: a + b, 2, 3) == 5
-        with pytest.raises(KeyError):
-            await app_module.run_off_loop(boom)
-        # every pool thread busy, so the next call waits in the queue; cancelling its
-        # caller means it never runs
-        gate = threading.Event()
-        busy = [
-            asyncio.ensure_future(app_module.run_off_loop(gate.wait, 10))
-            for _ in range(app_module._POOL_THREADS)
-        ]
-        await asyncio.sleep(0.2)
-        queued = asyncio.ensure_future(app_module.run_off_loop(ran.append, "late"))
-        await asyncio.sleep(0.05)
-        queued.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await queued
-        gate.set()
-        await asyncio.gather(*busy)
-        await asyncio.sleep(0.1)
-
-    asyncio.run(scenario())
-    assert ran == []

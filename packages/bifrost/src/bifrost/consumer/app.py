@@ -30,8 +30,6 @@ the lifespan of a mounted sub-app; a combined provider enters each plane app's
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import inspect
 import logging
@@ -49,6 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bifrost.auth.verifier import Claims, PendingToken
 from bifrost.consumer.budget import BodyBudget
+from bifrost.consumer.callpool import run_off_loop
 from bifrost.consumer.edge import Head, bearer, declared_size, read_body, require_json, send_json
 from bifrost.consumer.loopcalls import Kind, LoopCalls, call_kind
 from bifrost.consumer.registration import ConsumerRegistration
@@ -77,7 +76,6 @@ __all__ = [
 _log = logging.getLogger("bifrost.consumer")
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
-_T = TypeVar("_T")
 _S = TypeVar("_S")
 _P = ParamSpec("_P")
 
@@ -254,59 +252,6 @@ async def _answer(
     return content
 
 
-# Store calls run in this pool: as many threads as anyio's default limiter allows,
-# without anyio's per-call backend lookup (an import_module per call was 5% of a
-# small search's server time).
-_POOL_THREADS = 40
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool  # noqa: PLW0603 - one pool per process, made on first use (after fork/spawn)
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = concurrent.futures.ThreadPoolExecutor(
-                    _POOL_THREADS, thread_name_prefix="bifrost-call"
-                )
-    return _pool
-
-
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if not future.cancelled():
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
-
-
-async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
-    """Run ``func(*args)`` in the process's call pool and await its result.
-
-    What ``loop.run_in_executor`` does, without chaining a second future to the
-    pool's: the worker hands the outcome to the loop itself (one
-    ``call_soon_threadsafe``). A call still queued when its caller is cancelled
-    never runs, as with ``run_in_executor``."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def work() -> None:
-        try:
-            result = func(*args)
-        except BaseException as exc:  # handed to the awaiting task, as the pool would
-            loop.call_soon_threadsafe(_settle, future, False, exc)
-        else:
-            loop.call_soon_threadsafe(_settle, future, True, result)
-
-    queued = _executor().submit(work)
-    try:
-        return await future
-    except asyncio.CancelledError:
-        queued.cancel()
-        raise
-
-
 def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncContextManager[None]:
     return contextlib.nullcontext() if budget is None else budget.reserve(size)
 
@@ -406,6 +351,27 @@ class PlaneApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
+def _check_parts(
+    spec: PlaneSpec[_S],
+    store: object,
+    verifier: object,
+    registration: ConsumerRegistration,
+    loop_verbs: Sequence[str] | frozenset[str],
+) -> None:
+    """What :func:`build_plane_app` refuses, before it builds anything."""
+    if store is None:
+        raise TypeError(f"build_{spec.name}_app requires a store (INV-008)")
+    if not isinstance(store, spec.protocol):
+        raise TypeError(f"store does not implement {spec.protocol.__name__}")
+    if spec.name not in registration.planes:
+        raise ValueError(f"registration does not declare the {spec.name} plane")
+    if not all(callable(getattr(verifier, m, None)) for m in ("check_headers", "admit")):
+        raise TypeError("verifier must have check_headers() and admit() (e.g. JwtVerifier)")
+    unknown = set(loop_verbs) - set(spec.verb_names)
+    if unknown:
+        raise ValueError(f"loop_verbs not of the {spec.name} plane: {sorted(unknown)}")
+
+
 def build_plane_app(
     spec: PlaneSpec[_S],
     store: _S,
@@ -434,17 +400,7 @@ def build_plane_app(
     cheap calls may be answered on the event loop (:mod:`bifrost.consumer.loopcalls`;
     give only verbs that write nothing, of a store and token cache that never wait on
     a network; a verb the plane does not have → ``ValueError``)."""
-    if store is None:
-        raise TypeError(f"build_{spec.name}_app requires a store (INV-008)")
-    if not isinstance(store, spec.protocol):
-        raise TypeError(f"store does not implement {spec.protocol.__name__}")
-    if spec.name not in registration.planes:
-        raise ValueError(f"registration does not declare the {spec.name} plane")
-    if not all(callable(getattr(verifier, m, None)) for m in ("check_headers", "admit")):
-        raise TypeError("verifier must have check_headers() and admit() (e.g. JwtVerifier)")
-    unknown = set(loop_verbs) - set(spec.verb_names)
-    if unknown:
-        raise ValueError(f"loop_verbs not of the {spec.name} plane: {sorted(unknown)}")
+    _check_parts(spec, store, verifier, registration, loop_verbs)
     plane = _Plane(
         spec,
         store,
