@@ -147,8 +147,7 @@ def _interleave(
     """``sizes``: timed calls per small verb, timed upserts, untimed calls per small verb."""
     reps, upserts, warm_calls = sizes
     count = upserts if spec.name == "upsert_100" else reps
-    # Untimed first: the servers' caches, and each tenant's point reads learnt cheap
-    # (bifrost.consumer.loopcalls: a kind runs on the loop after one cheap pool run).
+    # Untimed first: the servers' caches (SQLite pages, the index, the token cache) warm.
     warm = WARM_UPSERTS if spec.name == "upsert_100" else warm_calls
     calls = {k: [spec.make(i) for i in range(count + warm)] for k in ("old", "new")}
     calls["floor"] = calls["new"]  # the floor checks no token

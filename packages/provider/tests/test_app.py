@@ -13,8 +13,7 @@ from starlette.testclient import TestClient
 
 from bifrost.client import BifrostClient, build_envelope, mint_token
 from bifrost.httpclient import HttpResponse, SyncHttpClient
-from ratatoskr.provider.app import build_plane_apps, build_provider_app
-from ratatoskr.provider.preflight import open_planes
+from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.settings import Plane, Settings
 from ratatoskr.sqlite import connect
 
@@ -188,23 +187,3 @@ def test_vmp_is_mounted_with_its_key(combined: TestClient) -> None:
     r = combined.get("/vmp/health", headers={"authorization": "Bearer vmp-test-key-0123456789"})
     assert r.status_code == 200
     assert r.json()["dim"] == 16
-
-
-def test_only_file_backed_planes_answer_reads_on_the_loop(settings: Settings) -> None:
-    """A plane served from a file gives its point reads to its app's loop (not its
-    searches or listings, nor any write); in memory (its store shares one connection
-    with its writes) none."""
-    opened = open_planes(settings, ("memory", "affect"))
-    try:
-        apps = build_plane_apps(settings, opened)
-        point_reads = {"describe_store", "get", "get_many", "health"}
-        assert apps["memory"].state.bifrost_loop_verbs == point_reads
-        assert apps["affect"].state.bifrost_loop_verbs == point_reads
-    finally:
-        opened.close()
-    in_memory = settings.model_copy(update={"memory_db": ":memory:"})
-    opened = open_planes(in_memory, ("memory",))
-    try:
-        assert build_plane_apps(in_memory, opened)["memory"].state.bifrost_loop_verbs == set()
-    finally:
-        opened.close()

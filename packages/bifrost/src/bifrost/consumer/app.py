@@ -8,9 +8,7 @@ byte of the body is read, so an unauthenticated or replayed
 caller never makes the server buffer a body → read the body under the size
 limit (``Content-Length`` and the streamed size, → 413) → in a worker thread
 (:func:`run_off_loop`, so neither a slow store nor a large answer stalls the
-event loop; a small read of a kind seen to be cheap, while nothing of the app is
-in the pool, on the loop itself: :mod:`bifrost.consumer.loopcalls`): the body
-must be the one the token was minted for, and the
+event loop): the body must be the one the token was minted for, and the
 ``jti`` is then remembered in the shared replay cache (→ 401) → parse the
 envelope strictly (→ 400) → the token's verb must be the envelope's verb
 (→ 401) → dispatch → render the response JSON (orjson).
@@ -49,7 +47,6 @@ from bifrost.auth.verifier import Claims, PendingToken
 from bifrost.consumer.budget import BodyBudget
 from bifrost.consumer.callpool import run_off_loop
 from bifrost.consumer.edge import Head, bearer, declared_size, read_body, require_json, send_json
-from bifrost.consumer.loopcalls import Kind, LoopCalls, call_kind
 from bifrost.consumer.registration import ConsumerRegistration
 from bifrost.context import DispatchContext
 from bifrost.dispatch import safe_name
@@ -121,7 +118,6 @@ class _Plane:
     hooks: AppHooks = field(default_factory=AppHooks)
     budget: BodyBudget | None = None
     heavy_calls: threading.Semaphore | None = None
-    loop_calls: LoopCalls = field(default_factory=LoopCalls)
 
     @property
     def name(self) -> str:
@@ -146,19 +142,11 @@ class _Handled:
 
 
 def _pipeline(
-    plane: _Plane,
-    body: bytes,
-    pending: PendingToken,
-    handshake: bool,
-    facts: _Handled,
-    env: Envelope | None = None,
+    plane: _Plane, body: bytes, pending: PendingToken, handshake: bool, facts: _Handled
 ) -> bytes:
-    """Everything after the body is in (``env``: its envelope when already parsed, used
-    only once the token admitted the body), in a worker thread or, for a call
-    :class:`LoopCalls` allows, on the loop; returns the rendered answer."""
+    """Everything after the body is in, in a worker thread; returns the rendered answer."""
     claims = plane.verifier.admit(pending, body)
-    if env is None:
-        env = parse_envelope(body, max_containers=plane.registration.max_json_containers)
+    env = parse_envelope(body, max_containers=plane.registration.max_json_containers)
     facts.call_id, facts.verb = env.call_id, env.verb
     if env.verb != claims.verb:
         raise Unauthenticated("token minted for another verb")
@@ -203,55 +191,6 @@ def _heavy(env: Envelope, body: bytes) -> bool:
     )
 
 
-def _timed(
-    plane: _Plane, body: bytes, pending: PendingToken, facts: _Handled, env: Envelope
-) -> tuple[bytes, float, float]:
-    """:func:`_pipeline` of a call, with the CPU and time its thread spent on it."""
-    cpu, wall = time.thread_time(), time.perf_counter()
-    content = _pipeline(plane, body, pending, False, facts, env)
-    return content, time.thread_time() - cpu, time.perf_counter() - wall
-
-
-def _peek(plane: _Plane, body: bytes, pending: PendingToken) -> tuple[Envelope | None, Kind | None]:
-    """The envelope of a call that may run on the loop and its kind (None: not one that
-    may; an envelope that does not parse is left to the pipeline, whose order of checks
-    decides the answer)."""
-    try:
-        env = parse_envelope(body, max_containers=plane.registration.max_json_containers)
-    except Exception:  # the pipeline parses it again and reports in order
-        return None, None
-    if env.verb != pending.claims.verb or _heavy(env, body):
-        return env, None
-    return env, call_kind(env.verb, pending.claims.scope, env.args)
-
-
-async def _answer(
-    plane: _Plane, body: bytes, pending: PendingToken, handshake: bool, facts: _Handled
-) -> bytes:
-    """The call's rendered answer: on the loop when :class:`LoopCalls` allows, else from
-    the pool (learning from it whether the call's kind is cheap)."""
-    calls = plane.loop_calls
-    env: Envelope | None = None
-    kind: Kind | None = None
-    if not handshake and calls.candidate(pending.claims.verb, len(body)):
-        env, kind = _peek(plane, body, pending)
-    if kind is not None and calls.on_loop(kind):
-        cpu, wall = time.thread_time(), time.perf_counter()
-        try:
-            return _pipeline(plane, body, pending, False, facts, env)
-        finally:
-            calls.ran_on_loop(kind, time.thread_time() - cpu, time.perf_counter() - wall)
-    risky = calls.hand_off(kind)
-    try:
-        if kind is None or env is None:
-            return await run_off_loop(_pipeline, plane, body, pending, handshake, facts, env)
-        content, cpu, wall = await run_off_loop(_timed, plane, body, pending, facts, env)
-    finally:
-        calls.back(risky)
-    calls.ran_in_pool(kind, cpu, wall)
-    return content
-
-
 def _reserved(budget: BodyBudget | None, size: int) -> contextlib.AbstractAsyncContextManager[None]:
     return contextlib.nullcontext() if budget is None else budget.reserve(size)
 
@@ -272,7 +211,7 @@ def _endpoint(plane: _Plane, *, handshake: bool) -> ASGIApp:
             limit = plane.registration.max_body_bytes
             async with _reserved(plane.budget, declared_size(head, limit)):
                 body = await read_body(receive, limit)
-                content = await _answer(plane, body, pending, handshake, facts)
+                content = await run_off_loop(_pipeline, plane, body, pending, handshake, facts)
                 del body
             status = 200
         except Exception as exc:  # the single error rendering point
@@ -351,27 +290,6 @@ class PlaneApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
-def _check_parts(
-    spec: PlaneSpec[_S],
-    store: object,
-    verifier: object,
-    registration: ConsumerRegistration,
-    loop_verbs: Sequence[str] | frozenset[str],
-) -> None:
-    """What :func:`build_plane_app` refuses, before it builds anything."""
-    if store is None:
-        raise TypeError(f"build_{spec.name}_app requires a store (INV-008)")
-    if not isinstance(store, spec.protocol):
-        raise TypeError(f"store does not implement {spec.protocol.__name__}")
-    if spec.name not in registration.planes:
-        raise ValueError(f"registration does not declare the {spec.name} plane")
-    if not all(callable(getattr(verifier, m, None)) for m in ("check_headers", "admit")):
-        raise TypeError("verifier must have check_headers() and admit() (e.g. JwtVerifier)")
-    unknown = set(loop_verbs) - set(spec.verb_names)
-    if unknown:
-        raise ValueError(f"loop_verbs not of the {spec.name} plane: {sorted(unknown)}")
-
-
 def build_plane_app(
     spec: PlaneSpec[_S],
     store: _S,
@@ -383,7 +301,6 @@ def build_plane_app(
     lifespan: Lifespan | None = None,
     body_budget: BodyBudget | None = None,
     heavy_calls: threading.Semaphore | None = None,
-    loop_verbs: Sequence[str] | frozenset[str] = (),
 ) -> Starlette:
     """The app of the plane ``spec`` describes, serving ``store``.
 
@@ -396,20 +313,17 @@ def build_plane_app(
     (share one across the apps of a process; None: no bound beyond
     ``registration.max_body_bytes`` per call); ``heavy_calls`` is the semaphore
     heavy calls (large bodies, ``top_k``/``limit`` or id lists of 100 and more)
-    take turns through, shared likewise. ``loop_verbs`` are the verbs whose small,
-    cheap calls may be answered on the event loop (:mod:`bifrost.consumer.loopcalls`;
-    give only verbs that write nothing, of a store and token cache that never wait on
-    a network; a verb the plane does not have → ``ValueError``)."""
-    _check_parts(spec, store, verifier, registration, loop_verbs)
+    take turns through, shared likewise."""
+    if store is None:
+        raise TypeError(f"build_{spec.name}_app requires a store (INV-008)")
+    if not isinstance(store, spec.protocol):
+        raise TypeError(f"store does not implement {spec.protocol.__name__}")
+    if spec.name not in registration.planes:
+        raise ValueError(f"registration does not declare the {spec.name} plane")
+    if not all(callable(getattr(verifier, m, None)) for m in ("check_headers", "admit")):
+        raise TypeError("verifier must have check_headers() and admit() (e.g. JwtVerifier)")
     plane = _Plane(
-        spec,
-        store,
-        verifier,
-        registration,
-        hooks or AppHooks(),
-        body_budget,
-        heavy_calls,
-        LoopCalls(loop_verbs),
+        spec, store, verifier, registration, hooks or AppHooks(), body_budget, heavy_calls
     )
     hot = {
         "/bifrost/handshake": _endpoint(plane, handshake=True),
@@ -423,7 +337,6 @@ def build_plane_app(
     app.state.bifrost_plane = spec.name
     app.state.bifrost_store = store
     app.state.bifrost_maintenance_store = maintenance_store
-    app.state.bifrost_loop_verbs = plane.loop_calls.verbs
     return app
 
 

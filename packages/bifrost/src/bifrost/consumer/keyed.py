@@ -43,8 +43,7 @@ class PlaneAppOptions(TypedDict, total=False):
     ``previous_keys`` and ``clock`` go to the verifier; ``max_body_bytes`` and
     ``max_json_containers`` to the registration; ``hooks``, ``body_budget``,
     ``heavy_calls`` (what a provider shares across its planes),
-    ``maintenance_store``, ``lifespan`` and ``loop_verbs`` (the verbs whose small, cheap
-    calls the event loop may answer itself) to the app.
+    ``maintenance_store`` and ``lifespan`` to the app.
     """
 
     issuer: str
@@ -61,7 +60,6 @@ class PlaneAppOptions(TypedDict, total=False):
     heavy_calls: threading.Semaphore | None
     maintenance_store: Any
     lifespan: Lifespan | None
-    loop_verbs: frozenset[str]
 
 
 _VERIFIER = (
@@ -117,5 +115,4 @@ def build_keyed_plane_app(
         lifespan=given.get("lifespan"),
         body_budget=given.get("body_budget"),
         heavy_calls=given.get("heavy_calls"),
-        loop_verbs=given.get("loop_verbs", frozenset()),
     )

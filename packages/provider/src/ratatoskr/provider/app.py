@@ -28,11 +28,10 @@ from bifrost.consumer import AppHooks, BodyBudget
 from ratatoskr.provider.front import ProviderApp
 from ratatoskr.provider.metrics import Metrics, metrics_endpoint, plane_files
 from ratatoskr.provider.observe import ObserveMiddleware, call_hook, known_routes
-from ratatoskr.provider.preflight import OpenPlanes, ServedPlane, open_planes
+from ratatoskr.provider.preflight import OpenPlanes, open_planes
 from ratatoskr.provider.readiness import READY, PlaneProbe, plane_probes, probe_all
 from ratatoskr.provider.registry import PLANES, AppParts
 from ratatoskr.provider.settings import Plane, Settings
-from ratatoskr.sqlite.token_cache import SqliteTokenCache
 
 
 def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[Plane, Starlette]:
@@ -43,18 +42,10 @@ def build_plane_apps(settings: Settings, opened: OpenPlanes) -> dict[Plane, Star
     hooks = AppHooks(on_call=call_hook)
     return {
         name: plane.entry.build_app(
-            plane.store,
-            AppParts(settings, plane.replay, hooks, budget, heavy, _loop_verbs(plane)),
+            plane.store, AppParts(settings, plane.replay, hooks, budget, heavy)
         )
         for name, plane in opened.served.items()
     }
-
-
-def _loop_verbs(plane: ServedPlane) -> frozenset[str]:
-    """The verbs whose small, cheap calls the plane's app may answer on its event loop:
-    its point reads when it is served from a file (its store and its token cache are
-    SQLite files, which never wait on a network); none on PostgreSQL or in memory."""
-    return plane.entry.loop_verbs if isinstance(plane.replay, SqliteTokenCache) else frozenset()
 
 
 async def healthz(request: Request) -> JSONResponse:

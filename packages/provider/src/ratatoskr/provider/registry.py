@@ -112,7 +112,6 @@ class AppParts:
     hooks: AppHooks
     body_budget: BodyBudget
     heavy_calls: threading.Semaphore
-    loop_verbs: frozenset[str] = frozenset()  # what the app may answer on its event loop
 
 
 @dataclass(frozen=True)
@@ -136,9 +135,6 @@ class PlaneEntry(Generic[S]):
     beside: tuple[str, ...] = ()  # suffixes of the caches the store keeps beside its file
     # doctor's read-only look at those caches, given the open file: (fine, detail)
     probe: Callable[[apsw.Connection, Settings], tuple[bool, str]] | None = None
-    # Point reads: served from a file, their small, cheap calls may be answered on the
-    # event loop (bifrost.consumer.loopcalls).
-    loop_verbs: frozenset[str] = frozenset()
 
     @property
     def db_setting(self) -> str:
@@ -179,7 +175,6 @@ def bifrost_plane_app(spec: PlaneSpec[Any]) -> Callable[[Any, AppParts], Starlet
                 max_lifetime_s=settings.token_max_lifetime_s,
                 leeway_s=settings.clock_skew_s,
                 token_cache=parts.token_cache,
-                loop_verbs=parts.loop_verbs,
                 previous_keys=settings.heimdall_previous_keys(),
                 max_body_bytes=settings.max_body_bytes,
                 max_json_containers=settings.max_json_containers,
@@ -319,13 +314,6 @@ def _on_postgres(
 
 
 B = TypeVar("B", bound=MemoryStore | AffectStore)
-# The Bifrost planes' point reads: what their apps may answer on the event loop. Not
-# searches, scans or listings: they spend much of their time in numpy and SQLite with the
-# interpreter released, which a pool thread overlaps with the loop's work on the next
-# requests; on the loop nothing overlaps (measured: 8 clients searching on 2 cores
-# answered up to 38% fewer requests with searches on the loop, fewer in 4 of 5 runs:
-# benchmarks/README.md).
-_LOOP_VERBS = frozenset({"health", "describe_store", "get", "get_many"})
 
 
 def _bifrost_entry(
@@ -349,7 +337,6 @@ def _bifrost_entry(
         newest_version=newest_version,
         read=_read_through,
         wire=wire,
-        loop_verbs=_LOOP_VERBS & frozenset(wire.verb_names),
     )
 
 
