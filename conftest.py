@@ -140,6 +140,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = heaviest_modules_first(items)
 
 
+# -- How many xdist workers `-n auto` starts ---------------------------------------------
+#
+# One more than the cores: much of a slow test's time its worker waits on a child (a
+# provider starting, a SIGKILLed writer, a PostgreSQL server), and a third worker on
+# two cores fills those waits. RATATOSKR_TEST_WORKERS sets the number outright.
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    given = os.environ.get("RATATOSKR_TEST_WORKERS")
+    if given:
+        return int(given)
+    return len(os.sched_getaffinity(0)) + 1
+
+
 # -- The heaviest modules first ---------------------------------------------------------
 #
 # pytest-xdist's work stealing hands each worker a share of the suite in order and lets
