@@ -79,9 +79,7 @@ class Data:
             stop = min(n, start + 8192)
             block = centres[assign[start:stop]] + rng.standard_normal((stop - start, DIM))
             self.raw[start:stop] = block / np.sqrt(DIM)
-        self.raw64 = self.raw.astype(np.float64)
-        m = self.raw64 / np.max(np.abs(self.raw64), axis=1, keepdims=True)
-        self.unit32 = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+        self._derive()
         self.tenant = np.arange(n) % TENANTS
         self.user = (np.arange(n) // TENANTS) % USERS
         self.ids = [f"chunk-{i:07d}" for i in range(n)]
@@ -93,6 +91,13 @@ class Data:
             }
             for i in range(n)
         ]
+
+    def _derive(self) -> None:
+        """``raw64`` and ``unit32`` from ``raw`` (each row scaled by its largest element,
+        then normalised, as the stores do)."""
+        self.raw64 = self.raw.astype(np.float64)
+        m = self.raw64 / np.max(np.abs(self.raw64), axis=1, keepdims=True)
+        self.unit32 = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
 
     def rows(self, mode: str, t: int, u: int) -> I64 | None:
         if mode == "unfiltered":

@@ -64,24 +64,13 @@ def refused_as_replay(resp: httpx.Response) -> None:
     }
 
 
-def memory(base: str) -> BifrostClient:
+def client(base: str, plane: str) -> BifrostClient:
     return BifrostClient(
         base,
         KEY.encode(),
         actor="agent",
         scope=GRANT,
-        plane="memory",
-        transport=loopback_transport(),
-    )
-
-
-def affect(base: str) -> BifrostClient:
-    return BifrostClient(
-        base,
-        KEY.encode(),
-        actor="agent",
-        scope=GRANT,
-        plane="affect",
+        plane=plane,
         transport=loopback_transport(),
     )
 
@@ -90,8 +79,8 @@ def replay_everything(first: str, second: str) -> None:
     """Use captured requests at ``first`` (the ``/memory`` / ``/affect`` bases of one
     process), change the data the way a legitimate client would, then replay each at
     ``second`` (another process, or the same one restarted): all refused, nothing run."""
-    m1, a1 = memory(f"{first}/memory"), affect(f"{first}/affect")
-    m2, a2 = memory(f"{second}/memory"), affect(f"{second}/affect")
+    m1, a1 = client(f"{first}/memory", "memory"), client(f"{first}/affect", "affect")
+    m2, a2 = client(f"{second}/memory", "memory"), client(f"{second}/affect", "affect")
     m1.upsert_many([record("c1", 1, "v1")], idempotency_key="seed")
 
     delete = Captured("memory", "delete_many", {"ids": ["c1"]})
@@ -245,7 +234,7 @@ def _own_connections() -> list[Any]:
 def test_failed_conditional_upsert_never_writes_on_replay_in_one_process(
     server: ServerProcess,
 ) -> None:
-    m = memory(f"{server.base_url}/memory")
+    m = client(f"{server.base_url}/memory", "memory")
     with pytest.raises(RevisionMismatch):
         m.upsert_many([record("z", 1, "cond")], idempotency_key="z0", expected_revisions={"z": 1})
     captured = Captured(
