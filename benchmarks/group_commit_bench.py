@@ -181,7 +181,13 @@ def sqlite_alone(directory: Path, batches: int) -> float:
             request, forms, units, request.record_sizes(), strict=True
         ):
             scope_json = codec.dumps(dict(sorted(chunk.scope.items())))
-            stored = (form.record_json, form.embedding_key, form.embedding_f64, size)
+            stored = (
+                form.record_json,
+                form.embedding_key,
+                form.embedding_f64,
+                form.embedding_f32,
+                size,
+            )
             chunks.append((chunk.id, *stored, 1, scope_json, None, b + 1, now))
             vecs.append((chunk.id, unit.tobytes()))
         prepared.append((chunks, vecs))
@@ -191,8 +197,8 @@ def sqlite_alone(directory: Path, batches: int) -> float:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
             "INSERT INTO memory_chunks (chunk_id, record_json, embedding_key, embedding_f64,"
-            " record_bytes, revision, scope_json, origin, seq, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " embedding_f32, record_bytes, revision, scope_json, origin, seq, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             chunks,
         )
         conn.executemany("INSERT INTO memory_vec (chunk_id, embedding) VALUES (?, ?)", vecs)

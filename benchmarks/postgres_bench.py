@@ -329,7 +329,7 @@ def copy_prefix(
     sample = [data.record(i) for i in range(min(upto, BATCH))]
     validated = validate(sample)
     mine = rows_of(0, len(sample))
-    forms, units = stored_forms(validated.items, data.dim, narrow=True)
+    forms, units = stored_forms(validated.items, data.dim)
     for chunk, form, row, unit in zip(validated.items, forms, mine, units, strict=True):
         theirs: tuple[Any, ...] = (to_db(chunk.id), *scope_columns(chunk.scope))
         theirs += (form.record_json, form.embedding_key, form.embedding_f64, form.embedding_f32)

@@ -340,5 +340,16 @@ def test_stored_forms_of_records_orjson_cannot_write_alone() -> None:
     request = validate_upsert(recs, None, "k", None, embedding_dim=DIM, max_batch=10)
     assert [c.plain for c in request] == [False, False, True]
     forms, _ = records.stored_forms(request.items, DIM)
-    assert forms == [records.stored_form(c.record) for c in request]
+    alone = [records.stored_form(c.record) for c in request]
+    assert [(f.record_json, f.embedding_key) for f in forms] == [
+        (f.record_json, f.embedding_key) for f in alone
+    ]
+    # 0.5 and 0.25 are float32-exact: their blobs are the float32 of stored_form's float64.
+    assert [f.embedding_f32 for f in forms] == [
+        None
+        if f.embedding_f64 is None
+        else np.frombuffer(f.embedding_f64, "<f8").astype("<f4").tobytes()
+        for f in alone
+    ]
+    assert all(f.embedding_f64 is None for f in forms)
     assert json_loads_exact(forms[0].record_json)["n"] == 2**70

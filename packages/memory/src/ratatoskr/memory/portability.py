@@ -178,7 +178,7 @@ def import_chunks(
     above reads and writes. Raises ImportConflict, ImportScopeChange (nothing
     written), StorageError subclasses."""
     # Outside the transaction: the stored forms need nothing the database holds.
-    forms, units = stored_forms(batch.request.items, embedding_dim, narrow=True)
+    forms, units = stored_forms(batch.request.items, embedding_dim)
     with db.write() as conn:
         tx = _ImportTx(conn, forms, units, tombstone_retention, cutoff)
         return portability.import_chunk_batch(

@@ -94,7 +94,7 @@ def _form(
 
 
 def stored_forms(
-    chunks: Sequence[ValidatedChunk], dim: int, *, narrow: bool = False
+    chunks: Sequence[ValidatedChunk], dim: int
 ) -> tuple[list[StoredForm], npt.NDArray[np.float32]]:
     """:func:`stored_form` of each chunk's record and :func:`unit_float32_rows` of
     their embeddings (what a write stores), from one float64 matrix: each validated
@@ -102,8 +102,9 @@ def stored_forms(
     record (its elements are the embedding's own floats) and a row of the matrix the
     unit rows are made from (the values ``np.array`` of the lists would hold).
 
-    ``narrow``: a binary-form record whose embedding is float32-exact gets its float32
-    blob instead (:func:`narrow_rows`; the SQLite store's schema has the column)."""
+    A binary-form record whose embedding is float32-exact gets its float32 blob
+    instead (:func:`narrow_rows`; both stores' schemas have the column since their
+    migration 7)."""
     if not chunks:
         return [], np.zeros((0, dim), dtype=np.float32)
     pack = struct.Struct(f"<{dim}d").pack
@@ -113,14 +114,12 @@ def stored_forms(
         _form(c.record, blob, floats=c.floats, plain=c.plain)
         for c, blob in zip(chunks, blobs, strict=True)
     ]
-    if narrow:
-        narrowed = narrow_rows(matrix)
-        forms = [
-            StoredForm(f.record_json, f.embedding_key, None, f32)
-            if f32 is not None and f.embedding_key is not None
-            else f
-            for f, f32 in zip(forms, narrowed, strict=True)
-        ]
+    forms = [
+        StoredForm(f.record_json, f.embedding_key, None, f32)
+        if f32 is not None and f.embedding_key is not None
+        else f
+        for f, f32 in zip(forms, narrow_rows(matrix), strict=True)
+    ]
     return forms, unit_rows(matrix).astype(np.float32)
 
 

@@ -116,7 +116,7 @@ class SqliteMemoryStore(MemoryWrites, MemoryReads):
         (:meth:`ratatoskr.sqlite.Database.write_batch`)."""
         # Outside the transaction: the stored forms and unit vectors need nothing the
         # database holds.
-        forms, units = stored_records.stored_forms(request.items, self.embedding_dim, narrow=True)
+        forms, units = stored_records.stored_forms(request.items, self.embedding_dim)
 
         def batch(conn: apsw.Connection) -> Written[dict[str, Any]]:
             write = begin_write(LEDGER.within(conn), request, actor, self._clock())

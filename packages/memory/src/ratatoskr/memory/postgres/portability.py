@@ -184,7 +184,7 @@ def import_chunks(
     """``batch`` in one READ COMMITTED write transaction on the primary (a write slot,
     bounded by ``sync_wait``: PostgresDatabase.run). Raises ImportConflict,
     ImportScopeChange (nothing written), StorageError subclasses."""
-    forms, units = stored_forms(batch.request.items, embedding_dim, narrow=True)
+    forms, units = stored_forms(batch.request.items, embedding_dim)
     statements = _Statements(db)
     return db.run(
         lambda cur: portability.import_chunk_batch(

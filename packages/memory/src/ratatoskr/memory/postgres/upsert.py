@@ -118,7 +118,7 @@ class ChunkUpserts:
         order = sorted(range(len(request.items)), key=lambda i: to_db(request.ids[i]))
         chunks = [request.items[i] for i in order]
         sizes = request.record_sizes()  # each chunk's share of its tenant's quota
-        forms, units = stored_forms(chunks, self.embedding_dim, narrow=True)
+        forms, units = stored_forms(chunks, self.embedding_dim)
         ids = [to_db(c.id) for c in chunks]
         return (
             ids,
