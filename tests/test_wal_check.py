@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ratatoskr.provider.testing import STARTED
+
 from .reliability.support import (
     affect_client,
     base,
@@ -30,6 +32,7 @@ from .reliability.support import (
     provider_env,
     running,
     vmp_client,
+    wait_for,
 )
 from .reliability.test_storage_faults import aff_batch, mem_batch, outcome
 
@@ -62,6 +65,25 @@ def _writes(server: Any, plane: str, n: int, first: int = 1000) -> list[tuple[An
     return results
 
 
+def _swap(env: dict[str, str], tmp_path: Path) -> None:
+    """memory: -wal unlinked; affect: -wal replaced by another file; vmp: -shm unlinked."""
+    Path(env["RATATOSKR_MEMORY_DB"] + "-wal").unlink()
+    affect_wal = Path(env["RATATOSKR_AFFECT_DB"] + "-wal")
+    affect_wal.rename(tmp_path / "elsewhere")
+    affect_wal.write_bytes(b"")
+    Path(env["RATATOSKR_VMP_DB"] + "-shm").unlink()
+
+
+def _assert_not_ready(gone: httpx.Response, tmp_path: Path) -> None:
+    assert gone.status_code == 503
+    assert gone.json()["planes"] == {
+        "memory": "database -wal file missing or replaced",
+        "affect": "database -wal file missing or replaced",
+        "vmp": "database -shm file missing or replaced",
+    }
+    assert str(tmp_path) not in gone.text
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
@@ -78,12 +100,7 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
         # lost with it, whatever the provider does.
         done = ratatoskr_cli(["compact"], env, tmp_path)
         assert done.returncode == 0, done.stderr
-        # memory: -wal unlinked; affect: -wal replaced by another file; vmp: -shm unlinked.
-        Path(env["RATATOSKR_MEMORY_DB"] + "-wal").unlink()
-        affect_wal = Path(env["RATATOSKR_AFFECT_DB"] + "-wal")
-        affect_wal.rename(tmp_path / "elsewhere")
-        affect_wal.write_bytes(b"")
-        Path(env["RATATOSKR_VMP_DB"] + "-shm").unlink()
+        _swap(env, tmp_path)
         for plane in ("memory", "affect", "vmp"):
             results = _writes(server, plane, 12, first=2000)
             acked = [r for r in results if r[0] == "ok"]
@@ -92,13 +109,7 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
             assert all(500 <= r[0] < 600 for r in results), (plane, results[:2])
         for _ in range(2 * workers):  # every worker answers the same
             gone = _readyz(server, Connection="close")
-            assert gone.status_code == 503
-            assert gone.json()["planes"] == {
-                "memory": "database -wal file missing or replaced",
-                "affect": "database -wal file missing or replaced",
-                "vmp": "database -shm file missing or replaced",
-            }
-            assert str(tmp_path) not in gone.text
+            _assert_not_ready(gone, tmp_path)
         log = server.log()
         os.killpg(server.pid, signal.SIGKILL)
         server.proc.wait(10)
@@ -112,3 +123,60 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
         assert _readyz(server).status_code == 200
         for plane in ("memory", "affect", "vmp"):
             assert all(r[0] == "ok" for r in _writes(server, plane, 2)), plane
+
+
+def _workers(server: Any) -> set[int]:
+    """The pids of the server's worker processes (multiprocessing's spawned children,
+    not its resource tracker)."""
+    pids = set()
+    for task in Path(f"/proc/{server.pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline:
+                pids.add(int(child))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_worker_started_after_the_wal_was_replaced_acknowledges_nothing(
+    ratatoskr_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """A replacement worker (one died after the swap) found the new files at the paths:
+    before the fix it took them for its own and acknowledged every write, while its
+    sibling still had the old ``-wal`` open (two WALs under one ``-shm``)."""
+    env = provider_env(tmp_path)
+    with running(tmp_path, env, "--workers", "2") as server:
+        for plane in ("memory", "affect", "vmp"):
+            assert all(r[0] == "ok" for r in _writes(server, plane, 4)), plane
+        assert wait_for(lambda: len(_workers(server)) == 2, timeout=30)
+        done = ratatoskr_cli(["compact"], env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        _swap(env, tmp_path)
+        dead, sibling = sorted(_workers(server))
+        started = server.log().count(STARTED)
+        os.kill(dead, signal.SIGKILL)
+        assert wait_for(lambda: "starting a replacement" in server.log(), timeout=30)
+        assert wait_for(lambda: server.log().count(STARTED) > started, timeout=60)
+        (replacement,) = _workers(server) - {sibling}
+        # Only the replacement accepts while its sibling is stopped (briefly: the
+        # supervisor kills a worker that misses its health check for 20 s).
+        os.kill(sibling, signal.SIGSTOP)
+        try:
+            for plane in ("memory", "affect", "vmp"):
+                results = _writes(server, plane, 3, first=2000)
+                acked = [r for r in results if r[0] == "ok"]
+                assert acked == [], (plane, len(acked))  # before the fix: all acknowledged
+                assert all(500 <= r[0] < 600 for r in results), (plane, results[:2])
+            _assert_not_ready(_readyz(server, Connection="close"), tmp_path)
+        finally:
+            os.kill(sibling, signal.SIGCONT)
+        assert _workers(server) == {sibling, replacement}
+        for _ in range(4):  # either worker answers the same
+            _assert_not_ready(_readyz(server, Connection="close"), tmp_path)
+        log = server.log()
+        os.killpg(server.pid, signal.SIGKILL)
+        server.proc.wait(10)
+    assert "Traceback" not in log
+    assert check_memory_file(env["RATATOSKR_MEMORY_DB"]) == 4 * 8
+    assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
+    assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4

@@ -35,7 +35,7 @@ from ratatoskr.provider.preflight import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteTokenCache
 from ratatoskr.sqlite.files import file_identity
-from ratatoskr.sqlite.guard import WAL_SIDECARS, below_reserve
+from ratatoskr.sqlite.guard import WAL_SIDECARS, below_reserve, start_files
 
 __all__ = ["READY", "PlaneProbe", "plane_probes", "probe_all"]
 
@@ -111,12 +111,13 @@ def plane_probes(
 
 
 def _with_sidecars(what: str, path: str) -> list[_File]:
-    """The file and the WAL files SQLite has open beside it, each as it is now."""
-    files = [_File(what, path, file_identity(path))]
-    for suffix in WAL_SIDECARS:
-        side = path + suffix
-        if (identity := file_identity(side)) is not None:  # none: not in WAL mode
-            files.append(_File(f"{what} {suffix}", side, identity))
+    """The file and the WAL files SQLite has open beside it, each as it is now (or as
+    the server found them at its start, in a worker: ratatoskr.sqlite.guard)."""
+    start = start_files(path)
+    files = [_File(what, path, start.main)]
+    for suffix, identity in zip(WAL_SIDECARS, start.sidecars, strict=True):
+        if identity is not None:  # none: not in WAL mode
+            files.append(_File(f"{what} {suffix}", path + suffix, identity))
     return files
 
 

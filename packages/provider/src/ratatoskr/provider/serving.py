@@ -19,6 +19,11 @@ A worker that dies (a crash, the OOM killer, SIGKILL) is reported on the
 ``ratatoskr.serve`` logger with its exit status and replaced by a new one; a
 worker that fails before it starts serving (a database that became unusable)
 would fail the same way again, so the server then stops and exits non-zero.
+The parent keeps each database file (and replay file) open while it serves
+(:class:`ratatoskr.sqlite.guard.HeldFiles`) and hands every worker the identities of
+each file and its ``-wal``/``-shm`` as found at start: a replacement started after one
+of them was removed or replaced refuses every write (503) rather than take the new
+file for its own beside a sibling that has the old one open.
 SIGTERM, SIGINT or SIGHUP (a closed terminal) stops the server gracefully —
 with workers, every one of them: each stops accepting, lets in-flight calls
 finish and closes its databases.
@@ -50,8 +55,10 @@ from uvicorn.supervisors import Multiprocess
 from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
 from ratatoskr.provider.observe import log_config
-from ratatoskr.provider.preflight import open_planes
-from ratatoskr.provider.settings import ConfigError, Plane, Settings
+from ratatoskr.provider.preflight import OpenPlanes, open_planes
+from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
+from ratatoskr.sqlite import MEMORY_PATH, SqliteTokenCache, StorageError
+from ratatoskr.sqlite.guard import FileSet, HeldFiles, expect_files
 
 __all__ = ["EXIT_WORKER_FAILED", "bind_socket", "configure_logging", "serve"]
 
@@ -178,8 +185,15 @@ def _stop_when_orphaned(parent: int) -> None:
     threading.Thread(target=watch, name="ratatoskr-orphan-watch", daemon=True).start()
 
 
-def worker_app(settings: Settings, planes: tuple[Plane, ...], parent: int) -> Starlette:
-    """The app of one worker process (uvicorn calls it in the worker, after spawn).
+def worker_app(
+    settings: Settings,
+    planes: tuple[Plane, ...],
+    parent: int,
+    files: dict[str, FileSet] | None = None,
+) -> Starlette:
+    """The app of one worker process (uvicorn calls it in the worker, after spawn);
+    ``files``: the database files the parent held at start, the only ones a write of
+    this worker may go to.
 
     A setting or database that fails here fails the same way in every worker: it
     ends the worker with uvicorn's start-up failure status, which stops the server.
@@ -187,6 +201,7 @@ def worker_app(settings: Settings, planes: tuple[Plane, ...], parent: int) -> St
     configure_logging(settings)
     tune_interpreter()
     _stop_when_orphaned(parent)
+    expect_files(files or {})
     try:
         return build_provider_app(
             settings, planes, metrics_dir=os.environ.get(METRICS_DIR_VARIABLE)
@@ -228,6 +243,22 @@ class _Supervisor(Multiprocess):
                 )
 
 
+def _hold_files(settings: Settings, opened: OpenPlanes) -> HeldFiles:
+    """The parent's hold on every database and replay file ``opened`` uses (files only:
+    not ``:memory:`` or PostgreSQL). Raises ConfigError when one cannot be opened."""
+    paths: list[str] = []
+    for plane, served in opened.served.items():
+        path = settings.db_path(plane)
+        if path != MEMORY_PATH and not is_dsn(path):
+            paths.append(path)
+        if isinstance(served.replay, SqliteTokenCache):
+            paths.append(served.replay.path)
+    try:
+        return HeldFiles(paths)
+    except StorageError as exc:
+        raise ConfigError(f"cannot hold the database files open: {exc.message}") from None
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "hung: killed"
@@ -262,15 +293,34 @@ def serve(
             signal.signal(signal.SIGHUP, previous)
         return 0
     # Every configuration error is a one-line refusal here, in the parent, and the
-    # files are created and migrated once rather than raced by N workers.
-    open_planes(settings, planes).close()
+    # files are created and migrated once rather than raced by N workers. The files
+    # are held open before the stores close, so they stay the ones found here.
+    opened = open_planes(settings, planes)
+    try:
+        held = _hold_files(settings, opened)
+    finally:
+        opened.close()
+    try:
+        return _supervise(settings, planes, sock, held.files, announce)
+    finally:
+        held.close()
+
+
+def _supervise(
+    settings: Settings,
+    planes: tuple[Plane, ...],
+    sock: socket.socket,
+    files: dict[str, FileSet],
+    announce: Callable[[], None],
+) -> int:
+    """Run the workers under the supervisor until it stops; the exit status."""
     announce()
     # One BLAS thread per worker (unless the operator chose): N workers each running a
     # pool as large as the machine oversubscribe the cores, and a busy machine then
     # made a 0.6 ms VMP search take 54 ms. Spawned workers read this at import.
     for variable in _BLAS_THREADS:
         os.environ.setdefault(variable, "1")
-    factory = functools.partial(worker_app, settings, planes, os.getpid())
+    factory = functools.partial(worker_app, settings, planes, os.getpid(), files)
     supervisor = _Supervisor(
         _config(factory, settings, len(planes), factory=True, workers=settings.workers),
         sockets=[sock],

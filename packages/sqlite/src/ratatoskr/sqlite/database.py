@@ -132,6 +132,9 @@ class Database:
             raise
         if self._guard is not None:
             self._guard.reserve_bytes = self.options.disk_reserve_bytes
+            # And the files a server found at its start (a worker started later:
+            # guard.py); its set-up wrote nothing when the parent had migrated them.
+            self._guard.expect()
         self._group = (
             Group(self._transaction, self._guard, max_batches=self.options.group_max_batches)
             if self.options.group_commit

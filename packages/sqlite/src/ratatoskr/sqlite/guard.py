@@ -23,22 +23,120 @@ rewrite of existing data reuses them, so both go on below the reserve; so do
 the replay cache's token records, whose Database has no reserve. The WAL's
 growth is what the reserve pays for. Nothing is remembered: the first write
 after space returns succeeds.
+
+**A process started later compares with the files found at the start.** What a
+Database records at open is what the path names *then*: a server's worker that
+starts after the ``-wal`` was replaced (a replacement for one that died) would
+take the new file for its own and acknowledge writes into it, beside a sibling
+that still has the old one open under the same ``-shm``. So a server's parent
+holds each file open while it serves (:class:`HeldFiles`: a bare connection that
+ran one read, so SQLite never removes the ``-wal``/``-shm`` between worker
+generations, and that never holds a snapshot or blocks a checkpoint) and hands
+their identities (:class:`FileSet`) to every worker it starts, which calls
+:func:`expect_files` before opening anything: each Database of that file then
+compares against those too, from the first write after its set-up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import apsw
 
-from ratatoskr.sqlite.errors import StorageFull, StorageUnavailable
-from ratatoskr.sqlite.files import file_identity
+from ratatoskr.sqlite.errors import StorageError, StorageFull, StorageUnavailable
+from ratatoskr.sqlite.files import file_identity, open_existing
 
-__all__ = ["WAL_SIDECARS", "FileGuard", "below_reserve", "free_bytes"]
+__all__ = [
+    "WAL_SIDECARS",
+    "FileGuard",
+    "FileSet",
+    "HeldFiles",
+    "below_reserve",
+    "expect_files",
+    "expected_files",
+    "free_bytes",
+    "start_files",
+]
 
 # The files SQLite keeps beside a database in WAL mode, checked like the database.
 WAL_SIDECARS = ("-wal", "-shm")
 RESERVE_MESSAGE = "free disk space is below the reserve: writes that add data are refused"
+
+
+Identity = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """Device and inode of a database file and of its ``-wal`` and ``-shm`` (None: absent)."""
+
+    main: Identity | None
+    sidecars: tuple[Identity | None, ...]
+
+    @classmethod
+    def of(cls, path: str) -> FileSet:
+        """What ``path`` and its sidecars name now."""
+        return cls(file_identity(path), tuple(file_identity(path + s) for s in WAL_SIDECARS))
+
+
+# The files this process must find at each path (real path): set by expect_files.
+_expected: dict[str, FileSet] = {}
+
+
+def expect_files(files: Mapping[str, FileSet]) -> None:
+    """Make every Database this process opens on one of these paths compare its files
+    with the given identities (what a server's parent held at start: :class:`HeldFiles`)
+    as well as with the ones it opened. Call before opening them."""
+    _expected.update({os.path.realpath(path): found for path, found in files.items()})
+
+
+def expected_files(path: str) -> FileSet | None:
+    """What :func:`expect_files` said ``path`` must be, or None (nothing said)."""
+    return _expected.get(os.path.realpath(path))
+
+
+def start_files(path: str) -> FileSet:
+    """The files that count as ``path``'s own in this process: the expected ones, else
+    what is there now (what ``/readyz`` compares with)."""
+    return expected_files(path) or FileSet.of(path)
+
+
+class HeldFiles:
+    """One bare connection to each database file, kept open by a server's parent while
+    its workers come and go, with the identities of each file and its sidecars.
+
+    SQLite removes ``-wal`` and ``-shm`` when the last connection to the file closes;
+    while this one is open it never does, so the files every worker must use are the
+    ones recorded here. The connection ran one read (a WAL connection holds its locks
+    and the WAL index from its first statement) and holds no transaction: it keeps
+    no snapshot a checkpoint would wait for, TRUNCATE included. Open it while the
+    stores that created the files are still open (the files exist, and stay).
+    Raises StorageError subclasses (nothing stays open then).
+    """
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self._conns: list[apsw.Connection] = []
+        self.files: dict[str, FileSet] = {}
+        try:
+            for path in paths:
+                real = os.path.realpath(path)
+                if real in self.files:
+                    continue
+                self._conns.append(open_existing(real, load_vec=False))
+                self.files[real] = FileSet.of(real)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close every connection (the last one to a file removes its sidecars)."""
+        conns, self._conns = self._conns, []
+        for conn in conns:
+            with contextlib.suppress(StorageError, apsw.Error):
+                conn.close()
 
 
 def free_bytes(directory: str) -> int:
@@ -73,11 +171,20 @@ class FileGuard:
         self.directory = os.path.dirname(self.path)
         self.reserve_bytes = reserve_bytes
         self._main = file_identity(self.path)
-        self._sidecars: tuple[tuple[int, int] | None, ...] | None = None
+        self._sidecars: tuple[Identity | None, ...] | None = None
+        # What this process must find at the path besides (see expect_files).
+        self._expected: FileSet | None = None
+
+    def expect(self) -> None:
+        """From now on compare with the files :func:`expect_files` named for this path
+        too (nothing changes when it named none). A Database calls it once set up."""
+        self._expected = expected_files(self.path)
 
     def check_main(self) -> None:
-        """Raise StorageUnavailable when the path no longer names the file opened."""
-        if file_identity(self.path) != self._main:
+        """Raise StorageUnavailable when the path no longer names the file opened (or
+        the one expected)."""
+        found = file_identity(self.path)
+        if found != self._main or (self._expected is not None and found != self._expected.main):
             raise StorageUnavailable("database file was removed or replaced while open")
 
     def begin(self, conn: apsw.Connection) -> tuple[int, int] | None:
@@ -96,9 +203,13 @@ class FileGuard:
         self.check_main()
         if self._sidecars is None:
             return
-        for suffix, recorded in zip(WAL_SIDECARS, self._sidecars, strict=True):
+        expected = self._expected.sidecars if self._expected is not None else self._sidecars
+        for suffix, recorded, wanted in zip(WAL_SIDECARS, self._sidecars, expected, strict=True):
             # A file that was not there at the first write is not checked (no WAL mode).
-            if recorded is not None and file_identity(self.path + suffix) != recorded:
+            found = file_identity(self.path + suffix)
+            if (recorded is not None and found != recorded) or (
+                wanted is not None and found != wanted
+            ):
                 raise StorageUnavailable(
                     f"database {suffix} file was removed or replaced while open"
                 )
