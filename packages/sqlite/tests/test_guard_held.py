@@ -125,6 +125,7 @@ def test_the_expected_files_take_every_write_while_they_stay(
     db = open_db(path)
     try:
         insert(db, "a")
+        db.checkpoint()
         assert db.truncate_wal(0)  # a TRUNCATE checkpoint rewrites the same -wal
         insert(db, "b")
         # Another process writes, checkpoints and closes: still the same files.
@@ -163,6 +164,11 @@ def test_a_database_opened_after_a_sidecar_changed_refuses_every_write(
                 StorageUnavailable, match=f"database {suffix} file was removed or replaced"
             ):
                 insert(db, key)
+        # Nor does it checkpoint: the pages of a WAL not the server's never reach the file.
+        with pytest.raises(StorageUnavailable):
+            db.checkpoint()
+        with pytest.raises(StorageUnavailable):
+            db.truncate_wal(0)
         assert ids(db) == ["start"]
     finally:
         db.close()

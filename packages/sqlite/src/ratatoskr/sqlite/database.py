@@ -293,6 +293,8 @@ class Database:
         its fsync."""
         if self.is_memory:
             return
+        if self._guard is not None:  # never from files not the server's (guard.py)
+            self._guard.check_opened()
         conn = self._reader()
         with translate_errors():
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -307,6 +309,8 @@ class Database:
             return True
         with self._lock:
             self._check_open()
+            if self._guard is not None:
+                self._guard.check_opened()
             conn = self._writer
             with translate_errors():
                 conn.set_busy_timeout(max(0, int(busy_ms)))

@@ -197,6 +197,23 @@ class FileGuard:
             return _used_pages(conn)
         return None
 
+    def check_opened(self) -> None:
+        """Raise StorageUnavailable when the files this database opened are not the
+        expected ones (a worker started after a swap): a checkpoint through them would
+        copy pages from a WAL that is not the server's into the file."""
+        expected = self._expected
+        if expected is None:
+            return
+        if self._main != expected.main:
+            raise StorageUnavailable("database file was removed or replaced while open")
+        for suffix, opened, wanted in zip(
+            WAL_SIDECARS, self._sidecars or expected.sidecars, expected.sidecars, strict=True
+        ):
+            if wanted is not None and opened != wanted:
+                raise StorageUnavailable(
+                    f"database {suffix} file was removed or replaced while open"
+                )
+
     def check_files(self) -> None:
         """Raise StorageUnavailable when the file, its ``-wal`` or its ``-shm`` is not the
         one this database has open (removed or replaced)."""
