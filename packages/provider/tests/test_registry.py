@@ -8,6 +8,8 @@ import inspect
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -211,3 +213,31 @@ def test_the_bifrost_planes_builders_take_one_signature() -> None:
         ]
 
     assert shape(build_memory_provider_app) == shape(build_affect_provider_app)
+
+
+_SQLITE_ONLY = """
+import sys
+from ratatoskr.provider import app, cli, doctor, operate, readiness, serving
+from ratatoskr.provider.settings import Settings
+d = sys.argv[1]
+built = app.build_provider_app(Settings(
+    memory_db=d + "/m.db", affect_db=d + "/a.db", vmp_db=d + "/v.db",
+    heimdall_key="k" * 32, vmp_api_key="v" * 32,
+))
+print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("psycopg", "psycopg_pool"))))
+print(",".join(sorted(m for m in sys.modules if m.startswith("ratatoskr.postgres"))))
+"""
+
+
+def test_a_provider_on_sqlite_files_never_loads_the_postgresql_driver(tmp_path: Path) -> None:
+    # The PostgreSQL backends are imported when a plane opens on a DSN: every provider,
+    # worker and command-line process on SQLite files saves ~0.14 s of CPU.
+    done = subprocess.run(
+        [sys.executable, "-c", _SQLITE_ONLY, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["", ""]
+    assert (tmp_path / "m.db").exists() and (tmp_path / "a.db").exists()

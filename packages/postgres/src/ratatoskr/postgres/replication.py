@@ -30,7 +30,7 @@ from typing import Any
 from psycopg import Cursor
 
 from ratatoskr.postgres.database import PoolRunner
-from ratatoskr.storage.errors import StorageUnavailable
+from ratatoskr.storage.errors import CommitsBlocked, StorageUnavailable
 
 __all__ = [
     "DURABLE_COMMITS",
@@ -60,11 +60,6 @@ def required_standbys(names: str) -> int:
         return 0
     found = _NUM_SYNC.match(names)
     return int(found.group(1)) if found else 1
-
-
-class CommitsBlocked(StorageUnavailable):
-    """Commits wait for a synchronous standby that is not connected (``/readyz``'s
-    reason); the message is content-free."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from ratatoskr.provider.pgoperate import pg_vacuum_full
 from ratatoskr.provider.portable import open_store
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 
@@ -37,6 +36,8 @@ def run_forget(
         with open_store(settings, plane, create=False) as store:
             count = store.forget(scope, dry_run=dry_run)
         if vacuum_full and not dry_run and is_dsn(settings.db_path(plane)):
+            from ratatoskr.provider.pgoperate import pg_vacuum_full  # noqa: PLC0415 - psycopg only for a DSN
+
             pg_vacuum_full(settings, plane)
         what = "chunks" if plane == "memory" else "keys"
         verb = "would erase" if dry_run else "erased"

@@ -21,7 +21,6 @@ import os
 from dataclasses import asdict
 from typing import Any, TextIO
 
-from ratatoskr.provider.pgoperate import pg_compact, pg_stats
 from ratatoskr.provider.preflight import db_setting
 from ratatoskr.provider.registry import PLANE_TABLE, PLANES, entry
 from ratatoskr.provider.settings import (
@@ -220,6 +219,8 @@ def collect_stats(settings: Settings, planes: tuple[Plane, ...]) -> dict[str, di
             report[plane] = {"path": path, "exists": False, "in_memory": True}
             continue
         if is_dsn(path):
+            from ratatoskr.provider.pgoperate import pg_stats  # noqa: PLC0415 - psycopg only for a DSN
+
             try:
                 report[plane] = pg_stats(settings, plane)
             except ConfigError as exc:
@@ -343,6 +344,8 @@ def run_compact(
             out.write(f"ratatoskr: {plane}: {MEMORY_PATH}, nothing to compact\n")
             continue
         if is_dsn(path):
+            from ratatoskr.provider.pgoperate import pg_compact  # noqa: PLC0415 - psycopg only for a DSN
+
             pg = pg_compact(settings, plane)
             out.write(
                 f"ratatoskr: {plane}: VACUUM (ANALYZE) of {pg.tables} tables in schema "

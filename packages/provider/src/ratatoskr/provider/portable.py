@@ -34,18 +34,20 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bifrost.errors import InvalidArguments
 from bifrost.jsoncodec import canonical_json
 from bifrost.scope import validate_record_scope
-from ratatoskr import postgres as pg
 from ratatoskr.provider.operate import OperationFailed
-from ratatoskr.provider.preflight import PG_POOL
+from ratatoskr.provider.preflight import pg_pool_options
 from ratatoskr.provider.registry import entry
 from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH
 from ratatoskr.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from ratatoskr import postgres as pg
 
 __all__ = [
     "FORMAT",
@@ -118,7 +120,9 @@ def open_store(settings: Settings, plane: Plane, *, create: bool) -> Iterator[An
         if is_dsn(path):
             if described.postgres is None:
                 raise ConfigError(f"{described.db_setting}: {described.dsn_refused}")
-            pool = pg.open_pool(path, PG_POOL)
+            from ratatoskr import postgres as pg  # noqa: PLC0415 - psycopg only for a DSN
+
+            pool = pg.open_pool(path, pg_pool_options())
             store = described.postgres.open(pool, described.postgres.schema, settings)
         else:
             if path == MEMORY_PATH:

@@ -12,12 +12,9 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bifrost.auth import InMemoryTokenCache, TokenCache
-from ratatoskr import postgres as pg
-from ratatoskr.postgres.migrations import recorded_planes
-from ratatoskr.postgres.token_cache import JTI_CACHE_PLANE
 from ratatoskr.provider.registry import Key, PlaneEntry, entry
 from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn, redact_dsn
 from ratatoskr.sqlite import (
@@ -31,6 +28,10 @@ from ratatoskr.sqlite import (
 )
 from ratatoskr.vmp import is_loopback_host
 
+# psycopg is imported only where a DSN is opened or inspected (see registry.py).
+if TYPE_CHECKING:
+    from ratatoskr import postgres as pg
+
 
 def fixed_keys(plane: Plane) -> list[str]:
     """The meta keys fixed in ``plane``'s file when it is created."""
@@ -43,9 +44,12 @@ def db_setting(plane: Plane) -> str:
     return entry(plane).db_setting
 
 
-# One pool per plane per process, shared by its store and its token cache; size
-# processes x planes x max_size below the server's max_connections (100 by default).
-PG_POOL = pg.PoolOptions(min_size=1, max_size=4, connect_timeout=5)
+def pg_pool_options() -> pg.PoolOptions:
+    """One pool per plane per process, shared by its store and its token cache; size
+    processes x planes x max_size below the server's max_connections (100 by default)."""
+    from ratatoskr.postgres import PoolOptions  # noqa: PLC0415 - psycopg only for a DSN
+
+    return PoolOptions(min_size=1, max_size=4, connect_timeout=5)
 
 
 @dataclass
@@ -84,8 +88,9 @@ class OpenPlanes:
         for plane in self.served.values():
             plane.store.close()
         for plane in self.served.values():
-            if isinstance(plane.replay, SqliteTokenCache | pg.PostgresTokenCache):
-                plane.replay.close()
+            close = getattr(plane.replay, "close", None)  # a file's or a schema's cache
+            if callable(close):
+                close()
         for pool in self.pools:
             pool.close()
 
@@ -187,6 +192,8 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
         return report
     schema, fixed = plane_entry.postgres.schema, plane_entry.fixed
 
+    from ratatoskr import postgres as pg  # noqa: PLC0415 - psycopg only for a DSN
+
     def look(cur: Any) -> None:
         cur.execute("SHOW server_version")
         row = cur.fetchone()
@@ -202,7 +209,11 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
                     "on the server"
                 )
         report.schema_version = pg.schema_version(cur, schema, plane)
-        foreign = [p for p in recorded_planes(cur, schema) if p not in (plane, JTI_CACHE_PLANE)]
+        foreign = [
+            p
+            for p in pg.migrations.recorded_planes(cur, schema)
+            if p not in (plane, pg.token_cache.JTI_CACHE_PLANE)
+        ]
         if foreign:
             report.problems.append(
                 f"{setting}: schema {schema} holds the {foreign[0]} plane's data"
@@ -317,7 +328,9 @@ def _open(settings: Settings, plane: PlaneEntry[Any], opened: OpenPlanes) -> Ser
     if is_dsn(path):
         if plane.postgres is None:  # the settings refuse such a DSN already
             raise ConfigError(f"{plane.db_setting}: {plane.dsn_refused}")
-        pool = pg.open_pool(path, PG_POOL)
+        from ratatoskr import postgres as pg  # noqa: PLC0415 - psycopg only for a DSN
+
+        pool = pg.open_pool(path, pg_pool_options())
         opened.pools.append(pool)
         schema = plane.postgres.schema
         store = plane.postgres.open(pool, schema, settings)

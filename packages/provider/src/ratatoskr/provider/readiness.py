@@ -30,12 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bifrost.auth import TokenCache
-from ratatoskr.postgres.replication import CommitsBlocked
 from ratatoskr.provider.preflight import OpenPlanes
 from ratatoskr.provider.settings import Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteTokenCache
 from ratatoskr.sqlite.files import file_identity
 from ratatoskr.sqlite.guard import WAL_SIDECARS, below_reserve, start_files
+from ratatoskr.storage.errors import CommitsBlocked
 
 __all__ = ["READY", "PlaneProbe", "plane_probes", "probe_all"]
 

@@ -78,6 +78,13 @@ class StorageUnavailable(StorageError):
     bifrost_code = "unavailable"
 
 
+class CommitsBlocked(StorageUnavailable):
+    """PostgreSQL: commits wait for a synchronous standby that is not connected
+    (``/readyz``'s reason); the message is content-free. Defined here, with the other
+    storage errors, so that what catches it need not import the PostgreSQL driver
+    (``ratatoskr.postgres.replication`` raises it and exports it)."""
+
+
 class StorageInconsistent(StorageError):
     """A store found its own data breaking an invariant it keeps (two tables, or a
     table and an in-process index, that must agree do not): a bug or data changed
