@@ -158,15 +158,44 @@ def pg_compact(settings: Settings, plane: Plane) -> PgCompactReport:
     return report
 
 
-def pg_vacuum_full(settings: Settings, plane: Plane) -> None:
+def pg_vacuum_full(settings: Settings, plane: Plane) -> bool:
     """``VACUUM FULL`` of every table of ``plane``'s schema (``forget --vacuum-full``):
     each table rewritten into new files and the old ones removed, so dead rows'
     bytes leave the table files (each table is locked while it is rewritten).
-    Raises ConfigError when the server cannot be reached."""
+
+    The planner's statistics hold values sampled from the rows (most common values,
+    histogram bounds: ids, scope values, records, indexed fields) in ``pg_statistic``,
+    in the same database's files, whenever ``ANALYZE`` (autovacuum's included) ran, and
+    ``ANALYZE`` of a table left empty keeps its old statistics. So, for a superuser,
+    the statistics of the schema's tables and indexes are deleted, the tables analysed
+    again (statistics of the rows that remain) and ``pg_statistic`` rewritten without
+    the deleted rows. Another role cannot change that catalog: its tables are analysed
+    again and False is returned (``forget`` says what stays). Raises ConfigError when
+    the server cannot be reached."""
     schema = _schema(plane)
 
-    def vacuum(cur: Any) -> None:
-        for name, _ in _tables(cur, schema):
-            cur.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(schema, name)))
+    def vacuum(cur: Any) -> bool:
+        tables = [sql.Identifier(schema, name) for name, _ in _tables(cur, schema)]
+        for table in tables:
+            cur.execute(sql.SQL("VACUUM FULL {}").format(table))
+        superuser = _is_superuser(cur)
+        if superuser:
+            cur.execute(
+                "DELETE FROM pg_catalog.pg_statistic WHERE starelid IN (SELECT c.oid "
+                "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s)",
+                (schema,),
+            )
+        for table in tables:
+            cur.execute(sql.SQL("ANALYZE {}").format(table))
+        if superuser:
+            cur.execute("VACUUM FULL pg_catalog.pg_statistic")
+        return superuser
 
-    _run(settings, plane, vacuum, autocommit=True)
+    return bool(_run(settings, plane, vacuum, autocommit=True))
+
+
+def _is_superuser(cur: Any) -> bool:
+    cur.execute("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user")
+    row = cur.fetchone()
+    return bool(row and row[0])

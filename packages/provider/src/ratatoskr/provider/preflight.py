@@ -209,25 +209,19 @@ def inspect_postgres(settings: Settings, plane: Plane) -> PostgresReport:
                     "on the server"
                 )
         report.schema_version = pg.schema_version(cur, schema, plane)
-        foreign = [
-            p
-            for p in pg.migrations.recorded_planes(cur, schema)
-            if p not in (plane, pg.token_cache.JTI_CACHE_PLANE)
-        ]
+        ours = (plane, pg.token_cache.JTI_CACHE_PLANE)
+        foreign = [p for p in pg.migrations.recorded_planes(cur, schema) if p not in ours]
         if foreign:
             report.problems.append(
                 f"{setting}: schema {schema} holds the {foreign[0]} plane's data"
             )
-        if fixed:
-            stored = pg.read_meta(cur, schema, fixed.key)
-            if stored is not None:
-                report.meta[fixed.key] = stored
-                wanted = fixed.wanted(settings)
-                if stored != wanted:
-                    report.problems.append(
-                        f"{fixed.variable}={wanted}, but schema {schema} at {shown} was created "
-                        f"with {fixed.key}={stored}"
-                    )
+        if fixed and (stored := pg.read_meta(cur, schema, fixed.key)) is not None:
+            report.meta[fixed.key] = stored
+            if stored != (wanted := fixed.wanted(settings)):
+                report.problems.append(
+                    f"{fixed.variable}={wanted}, but schema {schema} at {shown} was created "
+                    f"with {fixed.key}={stored}"
+                )
 
     try:
         pool = pg.open_pool(dsn, pg.PoolOptions(min_size=1, max_size=1, connect_timeout=5))
