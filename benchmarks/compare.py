@@ -486,17 +486,21 @@ class PySpy:
     """py-spy (bench group) sampling the server during the load test, if it can attach."""
 
     # Inclusive shares of the busy samples; a stack may count in several. py-spy names a
-    # frame "qualname (path/inside/site:line)", so the parts are matched by module path:
-    # a class's qualname is where the method is defined (RatatoskrMemoryStore is an alias),
-    # and the runs of 2026-12-01/02 matched names that no longer existed (0% each).
+    # frame "qualname (path:line)" with the path cut below the namespace package
+    # ("memory/store.py" for ratatoskr/memory/store.py), so the parts are matched by the
+    # path's start: a class's qualname is where the method is defined (RatatoskrMemoryStore
+    # is an alias), and the runs of 2026-12-01/02 matched names that no longer existed.
     PIPELINE = "_pipeline ("
-    FRONT = ("ratatoskr/provider/front.py", "bifrost/consumer/app.py")
+    FRONT = ("(provider/front.py", "(bifrost/consumer/", "(starlette/")
     PARTS = (
         ("bifrost's request pipeline in its pool thread, in all (`_pipeline`)", (PIPELINE,)),
-        ("… the memory store (`ratatoskr/memory/`: search, index, rows)", ("ratatoskr/memory/",)),
-        ("… … of which fetching the hits' rows (`ratatoskr/memory/rows.py`)", ("memory/rows.py",)),
+        ("… the memory store (`ratatoskr.memory`: search, index, rows)", ("(memory/",)),
+        ("… … of which fetching the hits' rows (`ratatoskr.memory.rows`)", ("(memory/rows.py",)),
         ("… envelope parse and checks (`parse_envelope`)", ("parse_envelope (",)),
-        ("… token verification and the token cache (`bifrost/auth/`)", ("bifrost/auth/",)),
+        (
+            "… token verification and the token cache (`bifrost.auth`, the replay file)",
+            ("(bifrost/auth/", "(sqlite/token_cache.py"),
+        ),
     )
     FRONT_LABEL = "the ASGI front and the plane endpoint on the event loop (outside the pipeline)"
     RATE = 250
