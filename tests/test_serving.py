@@ -27,8 +27,10 @@ from ratatoskr.provider.connections import (
     GuardedHttpToolsProtocol,
     ProviderConfig,
 )
-from ratatoskr.provider.serving import bind_socket, connection_cap
-from ratatoskr.provider.settings import Settings
+from ratatoskr.provider.preflight import OpenPlanes, ServedPlane
+from ratatoskr.provider.registry import entry
+from ratatoskr.provider.serving import _hold_files, bind_socket, connection_cap
+from ratatoskr.provider.settings import ConfigError, Settings
 from ratatoskr.provider.testing import ServerProcess
 
 from .conftest import KEY
@@ -212,3 +214,16 @@ def _raise_soft_file_limit(needed: int) -> None:
     if soft != resource.RLIM_INFINITY and soft < needed:
         top = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+
+
+def test_a_file_the_parent_cannot_hold_is_refused_naming_its_setting(tmp_path: Any) -> None:
+    # What the parent holds for its workers (serving._hold_files): a file gone between
+    # the preflight and the hold is a one-line refusal naming the setting, not the path.
+    settings = Settings(memory_db=str(tmp_path / "gone.db"), affect_db=":memory:")
+    opened = OpenPlanes()
+    opened.served["affect"] = ServedPlane(entry("affect"), store=None)
+    opened.served["memory"] = ServedPlane(entry("memory"), store=None)
+    with pytest.raises(ConfigError) as caught:
+        _hold_files(settings, opened)
+    assert str(caught.value).startswith("RATATOSKR_MEMORY_DB: cannot hold the file open:")
+    assert str(tmp_path) not in str(caught.value)

@@ -180,3 +180,33 @@ def test_a_worker_started_after_the_wal_was_replaced_acknowledges_nothing(
     assert check_memory_file(env["RATATOSKR_MEMORY_DB"]) == 4 * 8
     assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
     assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4
+
+
+@pytest.mark.slow
+def test_planes_configured_through_symlinks_serve_with_two_workers(tmp_path: Path) -> None:
+    # SQLite keeps a file's -wal/-shm beside the file a symlink names: the workers looked
+    # for them beside the link, found none where the parent had recorded its own, and
+    # refused every write (503) with /readyz unready, on a clean start.
+    data = tmp_path / "data"
+    data.mkdir()
+    links = {}
+    for plane in ("memory", "affect", "vmp"):
+        links[plane] = tmp_path / f"{plane}-link.db"
+        links[plane].symlink_to(data / f"{plane}.db")  # dangling: serve creates the file
+    env = provider_env(
+        tmp_path,
+        RATATOSKR_MEMORY_DB=str(links["memory"]),
+        RATATOSKR_AFFECT_DB=str(links["affect"]),
+        RATATOSKR_VMP_DB=str(links["vmp"]),
+    )
+    with running(tmp_path, env, "--workers", "2") as server:
+        for plane in ("memory", "affect", "vmp"):
+            assert all(r[0] == "ok" for r in _writes(server, plane, 6)), plane
+        for _ in range(4):  # both workers
+            assert _readyz(server, Connection="close").status_code == 200
+        # The guard still watches the files beside the target: a replaced -wal is refused.
+        affect_wal = data / "affect.db-wal"
+        affect_wal.rename(tmp_path / "elsewhere")
+        affect_wal.write_bytes(b"")
+        assert [r for r in _writes(server, "affect", 6, first=3000) if r[0] == "ok"] == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm"))) == []

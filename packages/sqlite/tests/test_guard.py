@@ -164,3 +164,39 @@ def test_the_schema_is_written_below_the_reserve(tmp_path: Path) -> None:
         insert(db, "a", 20_000)
     db.close()
     assert stored(path) == []
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_through_a_symlink_the_sidecars_beside_the_file_are_checked(
+    tmp_path: Path, suffix: str
+) -> None:
+    # SQLite keeps -wal/-shm beside the file a symlinked path names, not beside the link:
+    # the guard looked beside the link, found nothing there and never checked them.
+    real = tmp_path / "data" / "x.db"
+    real.parent.mkdir()
+    link = tmp_path / "x.db"
+    open_db(real).close()
+    link.symlink_to(real)
+    db = open_db(link)
+    insert(db, "before")
+    assert Path(f"{real}{suffix}").exists() and not os.path.lexists(f"{link}{suffix}")
+    Path(f"{real}{suffix}").unlink()
+    with pytest.raises(StorageUnavailable, match=f"database {suffix} file was removed or replaced"):
+        insert(db, "after")
+    db.close()
+    assert "after" not in stored(real)
+
+
+def test_a_retargeted_symlink_is_a_replaced_file(tmp_path: Path) -> None:
+    first, second, link = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "x.db"
+    open_db(first).close()
+    open_db(second).close()
+    link.symlink_to(first)
+    db = open_db(link)
+    insert(db, "before")
+    link.unlink()
+    link.symlink_to(second)  # a restart would open b.db: a write to a.db would be lost
+    with pytest.raises(StorageUnavailable, match="database file was removed or replaced"):
+        insert(db, "after")
+    db.close()
+    assert "after" not in stored(first)

@@ -225,3 +225,33 @@ def test_a_hold_never_blocks_a_truncating_checkpoint(held: tuple[Path, dict[str,
         insert(db, "after")  # and the same -wal takes the next write
     finally:
         db.close()
+
+
+def test_a_symlinked_file_held_by_the_parent_takes_every_write(tmp_path: Path) -> None:
+    # A plane setting naming a symlink, served with --workers N: the parent holds the
+    # file by its real path, and a worker opening the link must find those files (it
+    # looked for -wal/-shm beside the link, found none, and refused every write).
+    real = tmp_path / "data" / "x.db"
+    real.parent.mkdir()
+    link = tmp_path / "x.db"
+    open_db(real).close()
+    link.symlink_to(real)
+    first = open_db(link)
+    insert(first, "start")
+    hold = HeldFiles([str(link)])
+    first.close()
+    try:
+        assert list(hold.files) == [str(real)]
+        assert start_files(str(link)) == FileSet.of(str(real))
+        expect_files(hold.files)
+        db = open_db(link)
+        try:
+            insert(db, "a")
+            db.checkpoint()
+            assert db.truncate_wal(0)
+            insert(db, "b")
+            assert ids(db) == ["a", "b", "start"]
+        finally:
+            db.close()
+    finally:
+        hold.close()

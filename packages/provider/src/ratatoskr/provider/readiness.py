@@ -115,9 +115,10 @@ def _with_sidecars(what: str, path: str) -> list[_File]:
     the server found them at its start, in a worker: ratatoskr.sqlite.guard)."""
     start = start_files(path)
     files = [_File(what, path, start.main)]
+    real = os.path.realpath(path)  # SQLite's -wal/-shm are beside the file a link names
     for suffix, identity in zip(WAL_SIDECARS, start.sidecars, strict=True):
         if identity is not None:  # none: not in WAL mode
-            files.append(_File(f"{what} {suffix}", path + suffix, identity))
+            files.append(_File(f"{what} {suffix}", real + suffix, identity))
     return files
 
 

@@ -56,6 +56,7 @@ from ratatoskr.provider.app import build_provider_app
 from ratatoskr.provider.connections import GuardedHttpToolsProtocol, ProviderConfig
 from ratatoskr.provider.observe import log_config
 from ratatoskr.provider.preflight import OpenPlanes, open_planes
+from ratatoskr.provider.registry import entry
 from ratatoskr.provider.settings import ConfigError, Plane, Settings, is_dsn
 from ratatoskr.sqlite import MEMORY_PATH, SqliteTokenCache, StorageError
 from ratatoskr.sqlite.guard import FileSet, HeldFiles, expect_files
@@ -250,17 +251,21 @@ class _Supervisor(Multiprocess):
 def _hold_files(settings: Settings, opened: OpenPlanes) -> HeldFiles:
     """The parent's hold on every database and replay file ``opened`` uses (files only:
     not ``:memory:`` or PostgreSQL). Raises ConfigError when one cannot be opened."""
-    paths: list[str] = []
+    paths: list[tuple[str, str]] = []  # (path, the setting that names it)
     for plane, served in opened.served.items():
-        path = settings.db_path(plane)
+        path, setting = settings.db_path(plane), entry(plane).db_setting
         if path != MEMORY_PATH and not is_dsn(path):
-            paths.append(path)
+            paths.append((path, setting))
         if isinstance(served.replay, SqliteTokenCache):
-            paths.append(served.replay.path)
-    try:
-        return HeldFiles(paths)
-    except StorageError as exc:
-        raise ConfigError(f"cannot hold the database files open: {exc.message}") from None
+            paths.append((served.replay.path, f"{setting} (its replay cache)"))
+    held = HeldFiles([])
+    for path, setting in paths:
+        try:
+            held.add(path)
+        except StorageError as exc:
+            held.close()
+            raise ConfigError(f"{setting}: cannot hold the file open: {exc.message}") from None
+    return held
 
 
 def _describe_exit(code: int | None) -> str:

@@ -78,8 +78,9 @@ class FileSet:
 
     @classmethod
     def of(cls, path: str) -> FileSet:
-        """What ``path`` and its sidecars name now."""
-        return cls(file_identity(path), tuple(file_identity(path + s) for s in WAL_SIDECARS))
+        """What ``path`` and its sidecars (beside the file a symlink names) name now."""
+        real = os.path.realpath(path)
+        return cls(file_identity(path), tuple(file_identity(real + s) for s in WAL_SIDECARS))
 
 
 # The files this process must find at each path (real path): set by expect_files.
@@ -122,14 +123,19 @@ class HeldFiles:
         self.files: dict[str, FileSet] = {}
         try:
             for path in paths:
-                real = os.path.realpath(path)
-                if real in self.files:
-                    continue
-                self._conns.append(open_existing(real, load_vec=False))
-                self.files[real] = FileSet.of(real)
+                self.add(path)
         except BaseException:
             self.close()
             raise
+
+    def add(self, path: str) -> None:
+        """Hold ``path`` too (once, however often named). Raises StorageError subclasses
+        (nothing more is held then)."""
+        real = os.path.realpath(path)
+        if real in self.files:
+            return
+        self._conns.append(open_existing(real, load_vec=False))
+        self.files[real] = FileSet.of(real)
 
     def close(self) -> None:
         """Close every connection (the last one to a file removes its sidecars)."""
@@ -167,8 +173,12 @@ class FileGuard:
     """The checks of one open database file (not used for ``:memory:``)."""
 
     def __init__(self, path: str, *, reserve_bytes: int = 0) -> None:
+        # The path as configured names the file (a symlink retargeted is a replacement);
+        # SQLite keeps its -wal/-shm beside the file it resolved, so the sidecars and the
+        # disk that fills are the real path's.
         self.path = os.path.abspath(path)
-        self.directory = os.path.dirname(self.path)
+        self.real = os.path.realpath(path)
+        self.directory = os.path.dirname(self.real)
         self.reserve_bytes = reserve_bytes
         self._main = file_identity(self.path)
         self._sidecars: tuple[Identity | None, ...] | None = None
@@ -192,7 +202,7 @@ class FileGuard:
         first write; returns the file's page figures when the disk is below the reserve
         (what :meth:`before_commit` compares), else None."""
         if self._sidecars is None:
-            self._sidecars = tuple(file_identity(self.path + s) for s in WAL_SIDECARS)
+            self._sidecars = tuple(file_identity(self.real + s) for s in WAL_SIDECARS)
         if below_reserve(self.directory, self.reserve_bytes):
             return _used_pages(conn)
         return None
@@ -223,7 +233,7 @@ class FileGuard:
         expected = self._expected.sidecars if self._expected is not None else self._sidecars
         for suffix, recorded, wanted in zip(WAL_SIDECARS, self._sidecars, expected, strict=True):
             # A file that was not there at the first write is not checked (no WAL mode).
-            found = file_identity(self.path + suffix)
+            found = file_identity(self.real + suffix)
             if (recorded is not None and found != recorded) or (
                 wanted is not None and found != wanted
             ):

@@ -9,6 +9,7 @@ translates its driver's exceptions into these and never chains the original.
 from __future__ import annotations
 
 __all__ = [
+    "CommitsBlocked",
     "ForeignDatabase",
     "SchemaMismatch",
     "SchemaTooNew",
