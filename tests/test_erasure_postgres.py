@@ -31,7 +31,13 @@ import pytest
 from bifrost.context import DispatchContext
 from ratatoskr.affect.postgres import open_postgres_affect_store
 from ratatoskr.memory.postgres import open_postgres_memory_store
-from ratatoskr.provider.forget import STATISTICS_KEPT
+from ratatoskr.provider import pgoperate
+from ratatoskr.provider.pgoperate import (
+    SNAPSHOT_KEPT,
+    STATISTICS_BUSY,
+    STATISTICS_KEPT,
+    TABLES_KEPT,
+)
 
 from .conftest import KEY
 from .test_postgres_provider import database, pg_dsn  # noqa: F401 - fixtures
@@ -215,3 +221,92 @@ def test_a_role_that_may_not_rewrite_the_statistics_is_told(
         finally:
             conn.execute(psycopg.sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(owner))
             conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(owner))
+
+
+def _as_role(dsn: str, role: str) -> str:
+    parts = urlsplit(dsn)
+    host = parts.netloc.split("@", 1)[-1]
+    return urlunsplit((parts.scheme, f"{role}@{host}", parts.path, parts.query, ""))
+
+
+def _env(dsn: str) -> dict[str, str]:
+    return {
+        "RATATOSKR_MEMORY_DB": dsn,
+        "RATATOSKR_AFFECT_DB": dsn,
+        "RATATOSKR_MEMORY_EMBEDDING_DIM": "8",
+        "RATATOSKR_HEIMDALL_KEY": KEY,
+    }
+
+
+def test_a_role_that_may_not_rewrite_the_tables_is_told_so(
+    ratatoskr_cli: RunCli,
+    database: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Rows and grants but not the tables: PostgreSQL would skip each VACUUM FULL with a
+    warning; forget erases and says the tables were not rewritten."""
+    seed(database)
+    role = f"writer_{os.urandom(4).hex()}"
+    who = psycopg.sql.Identifier(role)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN").format(who))
+        try:
+            for schema in ("ratatoskr_memory", "ratatoskr_affect"):
+                name = psycopg.sql.Identifier(schema)
+                conn.execute(psycopg.sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(name, who))
+                conn.execute(
+                    psycopg.sql.SQL(
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}"
+                    ).format(name, who)
+                )
+            scope = json.dumps({"end_user": USER})
+            done = ratatoskr_cli(
+                ["forget", "--scope", scope, "--vacuum-full"],
+                _env(_as_role(database, role)),
+                tmp_path,
+            )
+            assert done.returncode == 0, done.stderr
+            assert "memory: erased 1 chunks" in done.stdout
+            assert f"memory: {TABLES_KEPT}" in done.stdout
+            assert f"affect: {TABLES_KEPT}" in done.stdout
+        finally:
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(who))
+
+
+def test_a_session_holding_an_older_snapshot_is_named_as_what_keeps_rows(
+    ratatoskr_cli: RunCli,
+    database: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    seed(database)
+    scope = json.dumps({"end_user": USER})
+    with psycopg.connect(database) as reader:  # an export, a pg_dump, a long report
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute("SELECT count(*) FROM pg_class").fetchall()
+        done = ratatoskr_cli(
+            ["forget", "--scope", scope, "--vacuum-full"], _env(database), tmp_path
+        )
+        reader.rollback()
+    assert done.returncode == 0, done.stderr
+    assert f"memory: {SNAPSHOT_KEPT}" in done.stdout and f"affect: {SNAPSHOT_KEPT}" in done.stdout
+
+
+def test_busy_statistics_are_not_waited_on_without_bound(
+    ratatoskr_cli: RunCli,
+    database: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every query planned in the database reads pg_statistic: its rewrite waits at most
+    the lock timeout behind a session that holds it, then says it was skipped."""
+    monkeypatch.setattr(pgoperate, "STATISTICS_LOCK_TIMEOUT", "300ms")
+    seed(database)
+    scope = json.dumps({"end_user": USER})
+    with psycopg.connect(database) as reader:
+        reader.execute("SELECT count(*) FROM pg_stats").fetchall()  # holds its lock
+        done = ratatoskr_cli(
+            ["forget", "--scope", scope, "--vacuum-full"], _env(database), tmp_path
+        )
+        reader.rollback()
+    assert done.returncode == 0, done.stderr
+    assert f"memory: {STATISTICS_BUSY}" in done.stdout

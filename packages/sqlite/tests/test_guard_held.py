@@ -241,7 +241,7 @@ def test_a_symlinked_file_held_by_the_parent_takes_every_write(tmp_path: Path) -
     hold = HeldFiles([str(link)])
     first.close()
     try:
-        assert list(hold.files) == [str(real)]
+        assert hold.files == {str(real): FileSet.of(str(real)), str(link): FileSet.of(str(real))}
         assert start_files(str(link)) == FileSet.of(str(real))
         expect_files(hold.files)
         db = open_db(link)
@@ -255,3 +255,38 @@ def test_a_symlinked_file_held_by_the_parent_takes_every_write(tmp_path: Path) -
             db.close()
     finally:
         hold.close()
+
+
+def test_a_symlink_retargeted_before_a_worker_opens_it_is_refused(tmp_path: Path) -> None:
+    # The parent held data/x.db through the link; the link now names another file (a
+    # replacement worker would resolve it there): the worker must not take it for its own.
+    real, other = tmp_path / "data" / "x.db", tmp_path / "data" / "y.db"
+    real.parent.mkdir()
+    link = tmp_path / "x.db"
+    open_db(real).close()
+    open_db(other).close()
+    link.symlink_to(real)
+    first = open_db(link)
+    hold = HeldFiles([str(link)])
+    first.close()
+    try:
+        expect_files(hold.files)
+        link.unlink()
+        link.symlink_to(other)
+        db = open_db(link)
+        try:
+            with pytest.raises(StorageUnavailable, match="database file was removed or replaced"):
+                insert(db, "a")
+        finally:
+            db.close()
+        assert "a" not in ids_of(other)
+    finally:
+        hold.close()
+
+
+def ids_of(path: Path) -> list[str]:
+    db = open_db(path)
+    try:
+        return ids(db)
+    finally:
+        db.close()

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import sql
+from psycopg import errors, sql
 
 from ratatoskr import postgres as pg
 from ratatoskr.provider.registry import entry
@@ -158,7 +158,7 @@ def pg_compact(settings: Settings, plane: Plane) -> PgCompactReport:
     return report
 
 
-def pg_vacuum_full(settings: Settings, plane: Plane) -> bool:
+def pg_vacuum_full(settings: Settings, plane: Plane) -> list[str]:
     """``VACUUM FULL`` of every table of ``plane``'s schema (``forget --vacuum-full``):
     each table rewritten into new files and the old ones removed, so dead rows'
     bytes leave the table files (each table is locked while it is rewritten).
@@ -168,14 +168,25 @@ def pg_vacuum_full(settings: Settings, plane: Plane) -> bool:
     in the same database's files, whenever ``ANALYZE`` (autovacuum's included) ran, and
     ``ANALYZE`` of a table left empty keeps its old statistics. So, for a superuser,
     the statistics of the schema's tables and indexes are deleted, the tables analysed
-    again (statistics of the rows that remain) and ``pg_statistic`` rewritten without
-    the deleted rows. Another role cannot change that catalog: its tables are analysed
-    again and False is returned (``forget`` says what stays). Raises ConfigError when
-    the server cannot be reached."""
+    again and ``pg_statistic`` rewritten without the deleted rows (waiting at most
+    :data:`STATISTICS_LOCK_TIMEOUT` for its lock: every query planned in the database
+    reads that catalog).
+
+    Returns what stays in the server's files, one line each (empty: nothing): the
+    statistics (another role cannot change that catalog, or it was busy), rows a
+    session's older snapshot can still see (a VACUUM keeps them), tables this role may
+    not rewrite (checked first: PostgreSQL would skip them with a warning). Raises
+    ConfigError when the server cannot be reached."""
     schema = _schema(plane)
 
-    def vacuum(cur: Any) -> bool:
-        tables = [sql.Identifier(schema, name) for name, _ in _tables(cur, schema)]
+    def vacuum(cur: Any) -> list[str]:
+        stays: list[str] = []
+        names = [name for name, _ in _tables(cur, schema)]
+        if _not_maintainable(cur, schema):
+            return [TABLES_KEPT]
+        if _older_snapshots(cur):
+            stays.append(SNAPSHOT_KEPT)
+        tables = [sql.Identifier(schema, name) for name in names]
         for table in tables:
             cur.execute(sql.SQL("VACUUM FULL {}").format(table))
         superuser = _is_superuser(cur)
@@ -188,11 +199,66 @@ def pg_vacuum_full(settings: Settings, plane: Plane) -> bool:
             )
         for table in tables:
             cur.execute(sql.SQL("ANALYZE {}").format(table))
-        if superuser:
+        if not superuser:
+            return [*stays, STATISTICS_KEPT]
+        cur.execute(f"SET lock_timeout = '{STATISTICS_LOCK_TIMEOUT}'")
+        try:
             cur.execute("VACUUM FULL pg_catalog.pg_statistic")
-        return superuser
+        except errors.LockNotAvailable:
+            stays.append(STATISTICS_BUSY)
+        finally:
+            cur.execute("RESET lock_timeout")
+        return stays
 
-    return bool(_run(settings, plane, vacuum, autocommit=True))
+    return list(_run(settings, plane, vacuum, autocommit=True))
+
+
+# What ``forget --vacuum-full`` says stays in the server's files (never a value or a name).
+STATISTICS_LOCK_TIMEOUT = "5s"
+TABLES_KEPT = (
+    "the tables were not rewritten: this role may not VACUUM them (it must own them, or "
+    "hold MAINTAIN on them); the erased rows stay as dead tuples until a VACUUM FULL"
+)
+SNAPSHOT_KEPT = (
+    "another session held a snapshot older than the erasure: the rows it can still see "
+    "stay in the files; run forget --vacuum-full again once it ends"
+)
+STATISTICS_KEPT = (
+    "the planner's statistics (pg_statistic) were not cleared: that takes a superuser; "
+    "values ANALYZE sampled from erased rows may stay in the server's files"
+)
+STATISTICS_BUSY = (
+    "the planner's statistics (pg_statistic) were busy (another session held them for "
+    f"over {STATISTICS_LOCK_TIMEOUT}) and were not rewritten; run forget --vacuum-full again"
+)
+
+
+def _not_maintainable(cur: Any, schema: str) -> bool:
+    """Whether a table of ``schema`` may not be VACUUMed by this role (not its owner's
+    member, no MAINTAIN on PostgreSQL 17+, not a superuser)."""
+    if _is_superuser(cur):
+        return False
+    cur.execute("SELECT current_setting('server_version_num')::int")
+    row = cur.fetchone()
+    maintain = " OR has_table_privilege(c.oid, 'MAINTAIN')" if row and row[0] >= 170000 else ""
+    cur.execute(
+        "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'p') "
+        f"AND NOT (pg_has_role(c.relowner, 'USAGE'){maintain})",
+        (schema,),
+    )
+    found = cur.fetchone()
+    return bool(found and found[0])
+
+
+def _older_snapshots(cur: Any) -> bool:
+    """Whether another session of this database holds a snapshot (its rows stay)."""
+    cur.execute(
+        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"
+    )
+    found = cur.fetchone()
+    return bool(found and found[0])
 
 
 def _is_superuser(cur: Any) -> bool:

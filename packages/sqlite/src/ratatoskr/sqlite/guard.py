@@ -83,7 +83,8 @@ class FileSet:
         return cls(file_identity(path), tuple(file_identity(real + s) for s in WAL_SIDECARS))
 
 
-# The files this process must find at each path (real path): set by expect_files.
+# The files this process must find at each path (as configured, and its real path):
+# set by expect_files.
 _expected: dict[str, FileSet] = {}
 
 
@@ -91,12 +92,14 @@ def expect_files(files: Mapping[str, FileSet]) -> None:
     """Make every Database this process opens on one of these paths compare its files
     with the given identities (what a server's parent held at start: :class:`HeldFiles`)
     as well as with the ones it opened. Call before opening them."""
-    _expected.update({os.path.realpath(path): found for path, found in files.items()})
+    _expected.update({os.path.abspath(path): found for path, found in files.items()})
 
 
 def expected_files(path: str) -> FileSet | None:
-    """What :func:`expect_files` said ``path`` must be, or None (nothing said)."""
-    return _expected.get(os.path.realpath(path))
+    """What :func:`expect_files` said ``path`` must be, or None (nothing said): by the
+    path as configured first, so a symlink retargeted before this process opened it
+    still finds what the server held at its start (and the guard refuses the new file)."""
+    return _expected.get(os.path.abspath(path)) or _expected.get(os.path.realpath(path))
 
 
 def start_files(path: str) -> FileSet:
@@ -132,10 +135,11 @@ class HeldFiles:
         """Hold ``path`` too (once, however often named). Raises StorageError subclasses
         (nothing more is held then)."""
         real = os.path.realpath(path)
-        if real in self.files:
-            return
-        self._conns.append(open_existing(real, load_vec=False))
-        self.files[real] = FileSet.of(real)
+        if real not in self.files:
+            self._conns.append(open_existing(real, load_vec=False))
+            self.files[real] = FileSet.of(real)
+        # Keyed by the configured path too (a worker looks that up first).
+        self.files.setdefault(os.path.abspath(path), self.files[real])
 
     def close(self) -> None:
         """Close every connection (the last one to a file removes its sidecars)."""
