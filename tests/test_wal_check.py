@@ -44,6 +44,19 @@ def _readyz(server: Any, **headers: str) -> httpx.Response:
         return client.get(f"{server.base_url}/readyz", headers=headers)
 
 
+def _kill_and_check_files(server: Any, env: dict[str, str]) -> None:
+    """SIGKILL the provider; what a restart opens is then a sound file of each plane
+    holding every write acknowledged before the removal and none from after it (4
+    batches per plane were; none after)."""
+    log = server.log()
+    os.killpg(server.pid, signal.SIGKILL)
+    server.proc.wait(10)
+    assert "Traceback" not in log
+    assert check_memory_file(env["RATATOSKR_MEMORY_DB"]) == 4 * 8
+    assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
+    assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4
+
+
 def _writes(server: Any, plane: str, n: int, first: int = 1000) -> list[tuple[Any, ...]]:
     """``n`` writes to ``plane``, each over a new connection (so both workers get some)."""
     results = []
@@ -110,15 +123,7 @@ def test_a_removed_or_replaced_wal_is_never_acknowledged_into(
         for _ in range(2 * workers):  # every worker answers the same
             gone = _readyz(server, Connection="close")
             _assert_not_ready(gone, tmp_path)
-        log = server.log()
-        os.killpg(server.pid, signal.SIGKILL)
-        server.proc.wait(10)
-    assert "Traceback" not in log
-    # What a restart opens is a sound file of each plane holding every write acknowledged
-    # before the removal and none from after it (none was acknowledged).
-    assert check_memory_file(env["RATATOSKR_MEMORY_DB"]) == 4 * 8
-    assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
-    assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4
+        _kill_and_check_files(server, env)
     with running(tmp_path, env, "--workers", str(workers)) as server:
         assert _readyz(server).status_code == 200
         for plane in ("memory", "affect", "vmp"):
@@ -173,13 +178,7 @@ def test_a_worker_started_after_the_wal_was_replaced_acknowledges_nothing(
         assert _workers(server) == {sibling, replacement}
         for _ in range(4):  # either worker answers the same
             _assert_not_ready(_readyz(server, Connection="close"), tmp_path)
-        log = server.log()
-        os.killpg(server.pid, signal.SIGKILL)
-        server.proc.wait(10)
-    assert "Traceback" not in log
-    assert check_memory_file(env["RATATOSKR_MEMORY_DB"]) == 4 * 8
-    assert check_affect_file(env["RATATOSKR_AFFECT_DB"]) == 4 * 8
-    assert check_vmp_file(env["RATATOSKR_VMP_DB"]) == 4
+        _kill_and_check_files(server, env)
 
 
 @pytest.mark.slow

@@ -84,3 +84,14 @@ def hold() -> Iterator[Callable[[Path, str], Holder]]:
     yield start
     for holder in started:
         holder.stop()
+
+
+@pytest.fixture
+def symlinked(tmp_path: Path) -> tuple[Path, Path]:
+    """(the file, a symlink naming it): ``data/x.db`` and ``x.db`` beside ``data/``, the
+    file not created yet (SQLite keeps -wal/-shm beside the file, not the link)."""
+    real = tmp_path / "data" / "x.db"
+    real.parent.mkdir()
+    link = tmp_path / "x.db"
+    link.symlink_to(real)
+    return real, link

@@ -168,15 +168,12 @@ def test_the_schema_is_written_below_the_reserve(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("suffix", ["-wal", "-shm"])
 def test_through_a_symlink_the_sidecars_beside_the_file_are_checked(
-    tmp_path: Path, suffix: str
+    symlinked: tuple[Path, Path], suffix: str
 ) -> None:
     # SQLite keeps -wal/-shm beside the file a symlinked path names, not beside the link:
     # the guard looked beside the link, found nothing there and never checked them.
-    real = tmp_path / "data" / "x.db"
-    real.parent.mkdir()
-    link = tmp_path / "x.db"
+    real, link = symlinked
     open_db(real).close()
-    link.symlink_to(real)
     db = open_db(link)
     insert(db, "before")
     assert Path(f"{real}{suffix}").exists() and not os.path.lexists(f"{link}{suffix}")

@@ -227,15 +227,14 @@ def test_a_hold_never_blocks_a_truncating_checkpoint(held: tuple[Path, dict[str,
         db.close()
 
 
-def test_a_symlinked_file_held_by_the_parent_takes_every_write(tmp_path: Path) -> None:
+def test_a_symlinked_file_held_by_the_parent_takes_every_write(
+    symlinked: tuple[Path, Path],
+) -> None:
     # A plane setting naming a symlink, served with --workers N: the parent holds the
     # file by its real path, and a worker opening the link must find those files (it
     # looked for -wal/-shm beside the link, found none, and refused every write).
-    real = tmp_path / "data" / "x.db"
-    real.parent.mkdir()
-    link = tmp_path / "x.db"
+    real, link = symlinked
     open_db(real).close()
-    link.symlink_to(real)
     first = open_db(link)
     insert(first, "start")
     hold = HeldFiles([str(link)])
@@ -257,15 +256,15 @@ def test_a_symlinked_file_held_by_the_parent_takes_every_write(tmp_path: Path) -
         hold.close()
 
 
-def test_a_symlink_retargeted_before_a_worker_opens_it_is_refused(tmp_path: Path) -> None:
+def test_a_symlink_retargeted_before_a_worker_opens_it_is_refused(
+    symlinked: tuple[Path, Path],
+) -> None:
     # The parent held data/x.db through the link; the link now names another file (a
     # replacement worker would resolve it there): the worker must not take it for its own.
-    real, other = tmp_path / "data" / "x.db", tmp_path / "data" / "y.db"
-    real.parent.mkdir()
-    link = tmp_path / "x.db"
+    real, link = symlinked
+    other = real.with_name("y.db")
     open_db(real).close()
     open_db(other).close()
-    link.symlink_to(real)
     first = open_db(link)
     hold = HeldFiles([str(link)])
     first.close()

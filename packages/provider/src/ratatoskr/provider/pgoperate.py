@@ -180,16 +180,13 @@ def pg_vacuum_full(settings: Settings, plane: Plane) -> list[str]:
     schema = _schema(plane)
 
     def vacuum(cur: Any) -> list[str]:
-        stays: list[str] = []
-        names = [name for name, _ in _tables(cur, schema)]
-        if _not_maintainable(cur, schema):
+        superuser = _is_superuser(cur)
+        if not superuser and _not_maintainable(cur, schema):
             return [TABLES_KEPT]
-        if _older_snapshots(cur):
-            stays.append(SNAPSHOT_KEPT)
-        tables = [sql.Identifier(schema, name) for name in names]
+        stays = [SNAPSHOT_KEPT] if _older_snapshots(cur) else []
+        tables = [sql.Identifier(schema, name) for name, _ in _tables(cur, schema)]
         for table in tables:
             cur.execute(sql.SQL("VACUUM FULL {}").format(table))
-        superuser = _is_superuser(cur)
         if superuser:
             cur.execute(
                 "DELETE FROM pg_catalog.pg_statistic WHERE starelid IN (SELECT c.oid "
@@ -234,10 +231,8 @@ STATISTICS_BUSY = (
 
 
 def _not_maintainable(cur: Any, schema: str) -> bool:
-    """Whether a table of ``schema`` may not be VACUUMed by this role (not its owner's
-    member, no MAINTAIN on PostgreSQL 17+, not a superuser)."""
-    if _is_superuser(cur):
-        return False
+    """Whether a table of ``schema`` may not be VACUUMed by this role, a superuser's
+    checked before (not its owner's member, no MAINTAIN on PostgreSQL 17+)."""
     cur.execute("SELECT current_setting('server_version_num')::int")
     row = cur.fetchone()
     maintain = " OR has_table_privilege(c.oid, 'MAINTAIN')" if row and row[0] >= 170000 else ""
